@@ -1,0 +1,9 @@
+"""One module per evidence source. Each knows how to *acquire* its source into the bundle and how
+to *read* the bundle's copy back into events; nothing else in the project knows the source's format.
+
+``COLLECTORS`` is the one place where sources are listed, in acquisition order (node facts first,
+because the readers of zone-less logs need the node's time zone).
+"""
+from . import node, journal, packages
+
+COLLECTORS = [node, journal, packages]

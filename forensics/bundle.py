@@ -1,0 +1,295 @@
+"""The evidence bundle: writing it, opening it (directory or ``.tar.gz``) and verifying it.
+
+Layout (see ../shared/DESIGN.md "Evidence bundle")::
+
+    manifest.json            schema gpu-forensics/manifest/v1, one record per artifact
+    node/...                 node facts (hostname, /etc/localtime bytes, /proc/stat, ...)
+    journal/...              selected journal entries as JSON Lines, with cursors
+    packages/...             dpkg.log*, apt history.log*, unattended-upgrades logs, as copied
+
+A bundle is written into ``<out>.incomplete/`` with an ``INCOMPLETE`` marker and only renamed to
+``<out>`` once ``manifest.json`` is complete, so a killed collection never leaves something that
+looks whole. ``manifest.json`` carries ``self_sha256``: the SHA-256 of its own canonical JSON with
+that key removed, so that an edited manifest is detected too.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+from . import __version__, hostfs
+from .artifact import Artifact, Status, from_oserror
+
+MANIFEST = "manifest.json"
+INCOMPLETE = "INCOMPLETE"
+SCHEMA = "gpu-forensics/manifest/v1"
+CHUNK = 1 << 20
+
+
+class BundleError(Exception):
+    """The path is not a bundle, or the bundle is unreadable or inconsistent (exit code 3)."""
+
+
+def _safe_rel(rel: str) -> str:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        raise ValueError(f"bundle path must be relative and inside the bundle: {rel!r}")
+    return str(p)
+
+
+def canonical_sha256(manifest: dict) -> str:
+    """SHA-256 (hex) of ``manifest`` without its ``self_sha256`` key, as sorted compact JSON."""
+    body = {k: v for k, v in manifest.items() if k != "self_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class _HashingWriter(io.RawIOBase):
+    def __init__(self, f):
+        self.f, self.h, self.size = f, hashlib.sha256(), 0
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        b = bytes(b)
+        self.f.write(b)
+        self.h.update(b)
+        self.size += len(b)
+        return len(b)
+
+
+class BundleWriter:
+    """Write artifacts into a new bundle and record each one in the manifest.
+
+    ``out`` is the final path: a directory, or a file ending in ``.tar.gz``. Raises
+    ``FileExistsError`` when ``out`` already exists: a bundle is never overwritten.
+    Nothing is written outside ``out`` and ``<out>.incomplete``.
+    """
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+        self.tar = self.out.name.endswith(".tar.gz")
+        if self.out.exists():
+            raise FileExistsError(f"{self.out} already exists; choose another --out")
+        stem = self.out.name[: -len(".tar.gz")] if self.tar else self.out.name
+        self.dir = self.out.with_name(stem + ".incomplete")
+        self.dir.mkdir(parents=True, exist_ok=False)
+        (self.dir / INCOMPLETE).write_text("collection did not finish; this bundle is not complete\n")
+        self.artifacts: list[Artifact] = []
+        self.meta: dict = {}
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _target(self, rel: str) -> Path:
+        t = self.dir / _safe_rel(rel)
+        t.parent.mkdir(parents=True, exist_ok=True)
+        return t
+
+    def copy(self, root: str | os.PathLike, source: str, rel: str, method: str = "copy",
+             limit: int | None = None, notes: tuple[str, ...] = ()) -> Artifact:
+        """Copy the host file ``source`` (read under ``root`` via :mod:`forensics.hostfs`) to ``rel``.
+
+        At most ``limit`` bytes are copied; a longer file is recorded as ``truncated``. Returns the
+        recorded :class:`Artifact` (absent / unreadable / error on ``OSError``, never raises for a
+        bad source).
+        """
+        try:
+            src = hostfs.open_regular(root, source)
+        except OSError as e:
+            return self.record(from_oserror(source, method, e, notes))
+        with src:
+            target = self._target(rel)
+            with open(target, "wb") as out:
+                w = _HashingWriter(out)
+                remaining = limit
+                truncated = False
+                try:
+                    while True:
+                        n = CHUNK if remaining is None else min(CHUNK, remaining)
+                        if n == 0:
+                            truncated = bool(src.read(1))
+                            break
+                        b = src.read(n)
+                        if not b:
+                            break
+                        w.write(b)
+                        if remaining is not None:
+                            remaining -= len(b)
+                except OSError as e:
+                    a = from_oserror(source, method, e, notes)
+                    return self.record(Artifact(rel, source, Status.TRUNCATED if w.size else a.status, method,
+                                                w.size, w.h.hexdigest(), a.errno, a.message, notes))
+        status = Status.TRUNCATED if truncated else Status.COLLECTED
+        if truncated:
+            notes = notes + (f"only the first {limit} bytes were copied",)
+        return self.record(Artifact(rel, source, status, method, w.size, w.h.hexdigest(), notes=notes))
+
+    @contextmanager
+    def create(self, rel: str, source: str, method: str, notes: list[str] | None = None,
+               text: bool = True) -> Iterator[io.IOBase]:
+        """Context manager for a generated artifact (JSON Lines, a command's output).
+
+        Yields a text (UTF-8) or binary stream. On normal exit the artifact is recorded as collected,
+        or as truncated when the caller appended a note starting with ``truncated:`` to ``notes``;
+        an exception inside the block records an ``error`` artifact and is re-raised.
+        """
+        notes = notes if notes is not None else []
+        target = self._target(rel)
+        with open(target, "wb") as raw:
+            w = _HashingWriter(raw)
+            stream = io.TextIOWrapper(io.BufferedWriter(w), encoding="utf-8", newline="\n") if text \
+                else io.BufferedWriter(w)
+            try:
+                yield stream
+                stream.flush()
+            except BaseException as e:
+                stream.flush()
+                self.record(Artifact(rel, source, Status.ERROR, method, w.size, w.h.hexdigest(),
+                                     message=f"{type(e).__name__}: {e}", notes=tuple(notes)))
+                raise
+        status = Status.TRUNCATED if any(n.startswith("truncated:") for n in notes) else Status.COLLECTED
+        self.record(Artifact(rel, source, status, method, w.size, w.h.hexdigest(), notes=tuple(notes)))
+
+    def write_json(self, rel: str, obj, source: str, method: str, notes: tuple[str, ...] = ()) -> Artifact:
+        """Write ``obj`` as indented JSON to ``rel`` and record it as collected."""
+        data = (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
+        self._target(rel).write_bytes(data)
+        return self.record(Artifact(rel, source, Status.COLLECTED, method, len(data),
+                                    hashlib.sha256(data).hexdigest(), notes=notes))
+
+    def record(self, artifact: Artifact) -> Artifact:
+        """Add one manifest record (any status) and return it."""
+        self.artifacts.append(artifact)
+        return artifact
+
+    def finish(self) -> tuple[Path, str]:
+        """Write ``manifest.json``, drop the INCOMPLETE marker and move the bundle to ``out``.
+
+        Returns ``(final path, sha256 of manifest.json)``; for a ``.tar.gz`` the directory is archived
+        and removed. The manifest's own hash is what the ticket should record.
+        """
+        manifest = dict(self.meta)
+        manifest.update({"schema": SCHEMA, "tool_version": __version__, "complete": True,
+                         "artifacts": [a.to_json() for a in self.artifacts]})
+        manifest["self_sha256"] = canonical_sha256(manifest)
+        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        (self.dir / MANIFEST).write_bytes(data)
+        (self.dir / INCOMPLETE).unlink()
+        if self.tar:
+            tmp = self.out.with_name(self.out.name + ".part")
+            with tarfile.open(tmp, "w:gz") as tf:
+                tf.add(self.dir, arcname=self.out.name[: -len(".tar.gz")])
+            os.replace(tmp, self.out)
+            shutil.rmtree(self.dir)
+        else:
+            os.rename(self.dir, self.out)
+        return self.out, hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Bundle:
+    """A bundle opened for reading. ``root`` is a directory holding ``manifest.json``.
+
+    Use :meth:`open`; for a ``.tar.gz`` the archive is unpacked (with tarfile's ``data`` filter,
+    which refuses links and paths leaving the target) into a temporary directory that lives as long
+    as this object.
+    """
+
+    root: Path
+    manifest: dict
+    source: Path
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Bundle":
+        """Open a bundle directory or ``.tar.gz``. Raises :class:`BundleError` when ``path`` is
+        missing, not a bundle, still marked incomplete, or its manifest is not valid JSON."""
+        p = Path(path)
+        tmp = None
+        if not p.exists():
+            raise BundleError(f"{p}: no such bundle")
+        if p.is_file():
+            if not tarfile.is_tarfile(p):
+                raise BundleError(f"{p}: not a bundle directory or .tar.gz archive")
+            tmp = tempfile.TemporaryDirectory(prefix="gpu-forensics-")
+            try:
+                with tarfile.open(p, "r:*") as tf:
+                    tf.extractall(tmp.name, filter="data")
+            except (tarfile.TarError, OSError, EOFError) as e:
+                tmp.cleanup()
+                raise BundleError(f"{p}: cannot unpack archive: {e}") from e
+            entries = [e for e in Path(tmp.name).iterdir()]
+            root = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(tmp.name)
+        else:
+            root = p
+        if (root / INCOMPLETE).exists():
+            raise BundleError(f"{p}: bundle is marked INCOMPLETE (the collection was interrupted)")
+        try:
+            manifest = json.loads((root / MANIFEST).read_text())
+        except FileNotFoundError:
+            raise BundleError(f"{p}: no manifest.json here; is this a gpu-forensics bundle?") from None
+        except (ValueError, OSError) as e:
+            raise BundleError(f"{p}: manifest.json is unreadable: {e}") from e
+        if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+            raise BundleError(f"{p}: manifest.json is not a {SCHEMA} manifest")
+        return cls(root=root, manifest=manifest, source=p, _tmp=tmp)
+
+    def artifacts(self) -> list[Artifact]:
+        """All manifest records, in acquisition order."""
+        return [Artifact.from_json(a) for a in self.manifest.get("artifacts", [])]
+
+    def path(self, rel: str) -> Path:
+        """Real path of the stored artifact ``rel`` (no check that it exists)."""
+        return self.root / _safe_rel(rel)
+
+    def find(self, prefix: str) -> list[Artifact]:
+        """Records whose bundle path starts with ``prefix`` and that hold data (collected or truncated)."""
+        return [a for a in self.artifacts()
+                if a.path and a.path.startswith(prefix) and a.status in (Status.COLLECTED, Status.TRUNCATED)]
+
+    def records(self, prefix: str) -> list[Artifact]:
+        """Every record (any status) whose bundle path or source starts with ``prefix``."""
+        return [a for a in self.artifacts() if (a.path or "").startswith(prefix) or a.source.startswith(prefix)]
+
+
+def verify(path: str | os.PathLike) -> list[str]:
+    """Recompute every hash of the bundle at ``path``.
+
+    Returns a list of problems, empty when the bundle is intact: ``changed: REL`` (hash or size
+    differs), ``removed: REL``, ``added: REL`` (a file the manifest does not list) and
+    ``manifest: ...`` (its ``self_sha256`` no longer matches). Raises :class:`BundleError` when
+    ``path`` is not a bundle at all.
+    """
+    b = Bundle.open(path)
+    problems = []
+    if b.manifest.get("self_sha256") != canonical_sha256(b.manifest):
+        problems.append("manifest: manifest.json was changed after collection (self_sha256 mismatch)")
+    listed = set()
+    for a in b.artifacts():
+        if not a.path:
+            continue
+        listed.add(a.path)
+        f = b.path(a.path)
+        if not f.is_file():
+            problems.append(f"removed: {a.path}")
+            continue
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(CHUNK), b""):
+                h.update(chunk)
+        if h.hexdigest() != a.sha256:
+            problems.append(f"changed: {a.path}")
+    for dirpath, _dirs, files in os.walk(b.root):
+        for name in files:
+            rel = os.path.relpath(os.path.join(dirpath, name), b.root)
+            if rel != MANIFEST and rel not in listed:
+                problems.append(f"added: {rel}")
+    return sorted(problems)

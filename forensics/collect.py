@@ -1,0 +1,86 @@
+"""Collection: run every collector's ``acquire`` against the host, read-only, into a new bundle.
+
+This is the only part of the program that touches the host, and it only reads (through
+:mod:`forensics.hostfs`). Each collector failing is recorded as an ``error`` artifact and the others
+still run, so one broken source never costs the rest of the evidence.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .artifact import Artifact, Status
+from .bundle import BundleWriter
+from .timeutil import iso_z
+
+
+@dataclass
+class CollectContext:
+    """What a collector's ``acquire(ctx)`` gets.
+
+    ``root`` is the host's root as this process sees it (``/`` on the node, ``/host`` in a pod);
+    ``journal_dirs`` are extra journal directories or files given with ``--journal-dir`` (paths on
+    this machine, not under ``root``); ``since`` (UTC) limits the journal scan; ``facts`` is the
+    manifest's node section, filled by the node collector first and read by later ones.
+    """
+
+    root: Path
+    writer: BundleWriter
+    journal_dirs: list[Path] = field(default_factory=list)
+    since: datetime | None = None
+    facts: dict = field(default_factory=dict)
+    log: Callable[[str], None] = lambda msg: None
+
+    @property
+    def live(self) -> bool:
+        """True when collecting from the running host itself (``--root /``)."""
+        return os.path.realpath(self.root) == "/"
+
+
+def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[dict] | None = None,
+            journal_dirs: list[str] | None = None, since: datetime | None = None,
+            node_name: str | None = None, argv: list[str] | None = None,
+            log: Callable[[str], None] = lambda msg: None) -> tuple[Path, str, list[Artifact]]:
+    """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
+
+    ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
+    are stored in the manifest so that analysis can be repeated from the bundle alone.
+    Returns ``(bundle path, manifest sha256, artifacts)``. Raises ``FileExistsError`` when ``out``
+    exists.
+    """
+    from collectors import COLLECTORS
+
+    started = datetime.now(timezone.utc)
+    writer = BundleWriter(out)
+    ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
+                         since=since, log=log)
+    for mod in COLLECTORS:
+        name = mod.__name__.rsplit(".", 1)[-1]
+        log(f"collecting {name}")
+        try:
+            mod.acquire(ctx)
+        except Exception as e:  # a collector bug must not cost the other sources
+            writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
+                                   message=f"{type(e).__name__}: {e}",
+                                   notes=(traceback.format_exc(limit=3)[-800:],)))
+    if node_name:
+        ctx.facts["hostname_override"] = node_name
+    writer.meta.update({
+        "node": ctx.facts.get("hostname_override") or ctx.facts.get("hostname"),
+        "node_facts": ctx.facts,
+        "timezone": {"name": ctx.facts.get("tz_name"), "utc_offset": ctx.facts.get("utc_offset")},
+        "boot_time": ctx.facts.get("boot_time"),
+        "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)),
+                       "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
+        "command_line": shlex.join(argv if argv is not None else sys.argv),
+        "incidents": incidents or [],
+    })
+    path, digest = writer.finish()
+    return path, digest, writer.artifacts

@@ -1,0 +1,102 @@
+"""The event model: what every source is read into, and what the correlator and reports consume.
+
+Event kinds form a fixed vocabulary (../shared/DESIGN.md "Event kinds"); each kind has fixed
+``attrs``. Add kinds, never rename them. Times are timezone-aware UTC ``datetime`` objects; the
+source's own text for the time is kept in ``original``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone, tzinfo
+
+#: kind -> the attrs that kind carries (documentation and a test keep readers honest)
+KINDS: dict[str, tuple[str, ...]] = {
+    "journal.reload": ("wording", "requester_pid", "requester_comm", "requester_unit"),
+    "journal.reload-finished": ("duration_ms",),
+    "journal.reexec": ("wording", "requester_pid", "requester_comm", "requester_unit"),
+    "journal.sighup": ("sender_pid", "sender_comm"),
+    "journal.boot": ("boot_id", "first", "last"),
+    "journal.nvml-error": ("message", "identifier", "unit", "pod"),
+    "journal.healthy": ("message", "identifier", "unit", "pod"),
+    "journal.unit": ("unit", "action", "message"),
+    "journal.requester": ("pid", "comm", "unit", "identifier", "message"),
+    "journal.banner": ("systemd_version",),
+    "package.transaction": ("command", "requested_by", "packages", "end", "error", "ships_units"),
+    "package.unattended-run": ("end", "packages", "result"),
+    "package.dpkg-action": ("action", "package", "old_version", "new_version", "state", "ships_units"),
+    "container.created": (),
+    "container.probe": (),
+    "metrics.dcgm-last-seen": (),
+    "metrics.capacity-change": (),
+    "incident.start": ("incident",),
+    "incident.end": ("incident",),
+}
+
+
+@dataclass
+class Event:
+    """One dated fact on the timeline.
+
+    ``at`` is UTC; ``source`` names the evidence source (``journal``, ``dpkg``, ``apt``,
+    ``unattended-upgrades``, ``incident``); ``evidence`` points back into the bundle:
+    ``{"artifact": REL, "line": N}`` or ``{"artifact": REL, "cursor": CURSOR}``. ``flags`` holds
+    reading problems that lower trust in the time (``dst-fold``, ``dst-gap``, ``out-of-order``).
+    """
+
+    at: datetime
+    source: str
+    kind: str
+    summary: str
+    attrs: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+    original: str | None = None
+    flags: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.at.tzinfo is None:
+            raise ValueError(f"event time must be timezone-aware: {self.at!r}")
+        self.at = self.at.astimezone(timezone.utc)
+
+
+@dataclass
+class Coverage:
+    """The span a source covers (UTC, ``None`` when unknown) and why it ends there.
+
+    Becomes a ``gaps[]`` record in analysis.json: outside ``[start, end]`` that source can neither
+    confirm nor exclude anything.
+    """
+
+    source: str
+    start: datetime | None
+    end: datetime | None
+    reason: str
+
+
+@dataclass
+class NodeFacts:
+    """What the analysis needs to know about the node, read back from the bundle.
+
+    ``tz`` is a tzinfo built from the node's own ``/etc/localtime`` bytes (never the analysing
+    machine's zone); ``boot_time`` is UTC (``/proc/stat`` btime) or ``None``.
+    """
+
+    hostname: str | None = None
+    tz_name: str | None = None
+    tz: tzinfo = timezone.utc
+    boot_time: datetime | None = None
+    boot_id: str | None = None
+    kernel: str | None = None
+    os_release: dict = field(default_factory=dict)
+    systemd_version: str | None = None
+
+
+@dataclass
+class Reading:
+    """What one collector's ``read()`` returns: events, the coverage of each of its sources, and
+    facts (a free-form dict merged into the analysis, e.g. ``systemd_version``)."""
+
+    events: list[Event] = field(default_factory=list)
+    coverage: list[Coverage] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+    #: problems met while reading stored artifacts: ``{"artifact": REL, "message": str}``
+    problems: list[dict] = field(default_factory=list)

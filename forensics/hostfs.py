@@ -1,0 +1,125 @@
+"""Read-only access to the host's files under ``--root``, never following a link out of it.
+
+The tool runs as root on a production node and reads trees it does not own (a container's root file
+system belongs to whoever built the image). Every path is therefore resolved component by component,
+the way the kernel would resolve it after ``chroot(root)``: absolute symlink targets restart at
+``root``, ``..`` never climbs above ``root``, and the final file is opened with ``O_NOFOLLOW`` and
+``O_NONBLOCK`` and checked with ``fstat`` to be a regular file, so a FIFO or a device named like a
+log never blocks the collector. Nothing here writes, creates or changes anything on the host.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS, fs/namei.c)
+
+
+class NotRegularFile(OSError):
+    """The path exists but is not a regular file (FIFO, socket, device, directory)."""
+
+
+def resolve(root: str | os.PathLike, path: str) -> Path:
+    """Resolve ``path`` (as seen on the host, e.g. ``/etc/localtime``) inside ``root``.
+
+    Returns the real path on this machine, which is always ``root`` or below it. Symlinks are
+    followed, but an absolute target is taken relative to ``root`` and ``..`` stops at ``root``.
+    Missing components are kept as-is, so the caller's ``open`` reports ENOENT.
+
+    Raises ``OSError(ELOOP)`` after :data:`MAX_SYMLINKS` links.
+    """
+    root_p = Path(os.path.abspath(root))
+    parts = [p for p in str(path).split("/") if p not in ("", ".")]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        name = parts.pop(0)
+        if name == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = root_p.joinpath(*resolved, name)
+        try:
+            st = os.lstat(candidate)
+        except OSError:
+            resolved.append(name)
+            resolved.extend(p for p in parts if p != "..")  # missing: let open() report it
+            break
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > MAX_SYMLINKS:
+                raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path))
+            target = os.readlink(candidate)
+            tparts = [p for p in target.split("/") if p not in ("", ".")]
+            if target.startswith("/"):
+                resolved = []
+            parts = tparts + parts
+            continue
+        resolved.append(name)
+    return root_p.joinpath(*resolved)
+
+
+def readlink(root: str | os.PathLike, path: str) -> str | None:
+    """Return the target text of the symlink at ``path`` under ``root`` (its parent resolved
+    safely), or ``None`` when it is not a symlink. Raises ``OSError`` when it does not exist."""
+    parent = resolve(root, os.path.dirname(path.rstrip("/")) or "/")
+    p = parent / os.path.basename(path.rstrip("/"))
+    st = os.lstat(p)
+    return os.readlink(p) if stat.S_ISLNK(st.st_mode) else None
+
+
+def open_regular(root: str | os.PathLike, path: str):
+    """Open the regular file at ``path`` under ``root`` for binary reading.
+
+    Returns a file object. Raises ``OSError`` (ENOENT, EACCES, ELOOP, ...) or
+    :class:`NotRegularFile` when the final component is a FIFO, socket, device or directory.
+    ``O_NONBLOCK`` guarantees that even a FIFO swapped in between ``lstat`` and ``open`` never
+    blocks; it is cleared again once the file is known to be regular.
+    """
+    real = resolve(root, path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    if os.geteuid() == 0:
+        # Leave atime alone: evidence of when a file was last read belongs to the host, not to us.
+        # (O_NOATIME needs file ownership or CAP_FOWNER, so only root asks for it.)
+        flags |= getattr(os, "O_NOATIME", 0)
+    fd = os.open(real, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink")):
+        if test(mode):
+            return name
+    return "other"
+
+
+def listdir(root: str | os.PathLike, path: str) -> list[str]:
+    """Sorted names in the directory at ``path`` under ``root``. Raises ``OSError``."""
+    return sorted(os.listdir(resolve(root, path)))
+
+
+def exists(root: str | os.PathLike, path: str) -> bool:
+    """True when ``path`` under ``root`` exists (after safe resolution)."""
+    try:
+        os.lstat(resolve(root, path))
+        return True
+    except OSError:
+        return False
+
+
+def read_text(root: str | os.PathLike, path: str, limit: int = 1 << 20) -> str:
+    """Read at most ``limit`` bytes of a small text file under ``root`` as UTF-8 (errors replaced).
+    Raises ``OSError`` / :class:`NotRegularFile` like :func:`open_regular`."""
+    with open_regular(root, path) as f:
+        return f.read(limit).decode("utf-8", "replace")

@@ -1,0 +1,71 @@
+"""Time handling at the edges: parse a source's text in the source's zone, store UTC, render in the
+node's zone with its offset.
+
+Zone-less logs (dpkg.log, apt history.log, unattended-upgrades.log) are read in the node's zone,
+built from the node's own ``/etc/localtime`` TZif bytes kept in the bundle (RFC 8536), never from
+the analysing machine's zone.
+"""
+from __future__ import annotations
+
+import io
+from datetime import datetime, timezone, tzinfo
+
+from dateutil import parser as _dparser
+from dateutil import tz as _dtz
+
+UTC = timezone.utc
+
+
+def tz_from_tzif(data: bytes, name: str | None = None) -> tzinfo:
+    """Build a tzinfo from TZif bytes (``/etc/localtime``; RFC 8536). Raises ``ValueError`` when the
+    bytes are not a TZif file."""
+    if not data.startswith(b"TZif"):
+        raise ValueError("not a TZif file")
+    return _dtz.tzfile(io.BytesIO(data), filename=name)
+
+
+def localize(naive: datetime, zone: tzinfo) -> tuple[datetime, tuple[str, ...]]:
+    """Interpret a zone-less wall-clock time in ``zone`` and return ``(UTC datetime, flags)``.
+
+    Flags: ``dst-fold`` when the wall time occurred twice (the first occurrence is taken),
+    ``dst-gap`` when it never occurred (shifted forward, as dateutil's ``resolve_imaginary`` does).
+    """
+    flags: tuple[str, ...] = ()
+    local = naive.replace(tzinfo=zone, fold=0)
+    if not _dtz.datetime_exists(local):
+        flags = ("dst-gap",)
+        local = _dtz.resolve_imaginary(local)
+    elif _dtz.datetime_ambiguous(local):
+        flags = ("dst-fold",)
+    return local.astimezone(UTC), flags
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse ISO 8601 text that carries an offset (or ``Z``) into UTC.
+
+    Raises ``ValueError`` for unparsable text or a time without a zone: a time given on the
+    command line must say which zone it is in.
+    """
+    dt = _dparser.isoparse(text.strip())
+    if dt.tzinfo is None:
+        raise ValueError(f"time {text!r} has no UTC offset; write e.g. 2026-07-11T12:34+09:00")
+    return dt.astimezone(UTC)
+
+
+def iso_z(dt: datetime | None) -> str | None:
+    """``2026-09-02T04:05:13Z`` (seconds precision, microseconds kept when present), or ``None``."""
+    if dt is None:
+        return None
+    return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def local_iso(dt: datetime | None, zone: tzinfo) -> str | None:
+    """The same instant in the node's zone with its offset: ``2026-09-02T13:05:13+09:00``."""
+    if dt is None:
+        return None
+    return dt.astimezone(zone).isoformat()
+
+
+def from_usec(usec: int) -> datetime:
+    """Journal ``__REALTIME_TIMESTAMP`` (µs since the epoch, UTC) to an aware UTC datetime."""
+    return datetime.fromtimestamp(usec / 1_000_000, tz=UTC)

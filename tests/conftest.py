@@ -1,0 +1,42 @@
+"""Shared test set-up.
+
+Tests marked ``corpus`` read real files in place from ``../shared/real-inputs`` (never copied into
+the project). When that folder is absent they are deselected, and the run says so and why.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+REAL_INPUTS = Path(os.environ.get("GPU_FORENSICS_REAL_INPUTS", PROJECT.parent / "shared" / "real-inputs"))
+
+
+def pytest_collection_modifyitems(config, items):
+    if REAL_INPUTS.is_dir():
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("corpus") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        config._corpus_deselected = len(drop)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    n = getattr(config, "_corpus_deselected", 0)
+    if n:
+        terminalreporter.write_line(
+            f"{n} corpus tests deselected: {REAL_INPUTS} is absent (real inputs live in ../shared/real-inputs)")
+
+
+@pytest.fixture(scope="session")
+def real_inputs() -> Path:
+    return REAL_INPUTS
+
+
+import sys as _sys
+_sys.path.insert(0, str(PROJECT / "samples"))  # samples/journalbuild.py builds real .journal files
