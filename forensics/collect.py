@@ -37,6 +37,13 @@ class CollectContext:
     since: datetime | None = None
     facts: dict = field(default_factory=dict)
     log: Callable[[str], None] = lambda msg: None
+    #: extra containerd state directories (besides <root>/run/containerd), e.g. a lab's --state
+    containerd_state_dirs: list[Path] = field(default_factory=list)
+    #: --probe: open() each GPU device node inside each container (opt-in)
+    probe: bool = False
+    #: Prometheus / dcgm-exporter endpoints (--prometheus, --dcgm-url); None when not given
+    prometheus: str | None = None
+    dcgm_url: str | None = None
 
     @property
     def live(self) -> bool:
@@ -47,7 +54,9 @@ class CollectContext:
 def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[dict] | None = None,
             journal_dirs: list[str] | None = None, since: datetime | None = None,
             node_name: str | None = None, argv: list[str] | None = None,
-            log: Callable[[str], None] = lambda msg: None) -> tuple[Path, str, list[Artifact]]:
+            log: Callable[[str], None] = lambda msg: None, probe: bool = False,
+            containerd_state_dirs: list[str] | None = None, prometheus: str | None = None,
+            dcgm_url: str | None = None) -> tuple[Path, str, list[Artifact]]:
     """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
 
     ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
@@ -60,7 +69,8 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
     started = datetime.now(timezone.utc)
     writer = BundleWriter(out)
     ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
-                         since=since, log=log)
+                         since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url,
+                         containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []])
     for mod in COLLECTORS:
         name = mod.__name__.rsplit(".", 1)[-1]
         log(f"collecting {name}")
@@ -81,6 +91,8 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
         "command_line": shlex.join(argv if argv is not None else sys.argv),
         "incidents": incidents or [],
+        "options": {"probe": probe, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
+                    "prometheus": prometheus, "dcgm_url": dcgm_url},
     })
     path, digest = writer.finish()
     return path, digest, writer.artifacts

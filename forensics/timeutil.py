@@ -69,3 +69,17 @@ def local_iso(dt: datetime | None, zone: tzinfo) -> str | None:
 def from_usec(usec: int) -> datetime:
     """Journal ``__REALTIME_TIMESTAMP`` (µs since the epoch, UTC) to an aware UTC datetime."""
     return datetime.fromtimestamp(usec / 1_000_000, tz=UTC)
+
+
+def human(dt: datetime | None, zone: tzinfo | None = None) -> str:
+    """For sentences: ``2026-09-02 13:05:13 +09:00 (04:05:13 UTC)`` in the node's zone, or
+    ``2026-09-02 04:05:13 UTC`` without one. Whole seconds; ``'unknown time'`` for ``None``."""
+    if dt is None:
+        return "unknown time"
+    u = dt.astimezone(UTC).replace(microsecond=0)
+    if zone is None:
+        return u.strftime("%Y-%m-%d %H:%M:%S UTC")
+    loc = u.astimezone(zone)
+    off = loc.strftime("%z")
+    same_day = loc.date() == u.date()
+    return f"{loc.strftime('%Y-%m-%d %H:%M:%S')} {off[:3]}:{off[3:]} ({u.strftime('%H:%M:%S' if same_day else '%Y-%m-%d %H:%M:%S')} UTC)"

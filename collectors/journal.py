@@ -1,0 +1,468 @@
+"""The systemd journal: acquire the entries that explain a daemon-reload, and read them back as events.
+
+Acquisition opens the host's journal files read-only with libsystemd (``systemd.journal.Reader`` on
+file descriptors obtained through :mod:`forensics.hostfs`), probing each file alone first, because
+``Reader(path=)`` silently skips a bad file and ``Reader(files=[...])`` fails whole if one is bad
+(../shared/research/formats.md §1.1). Only selected entries are stored, found with journal field
+matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``) and time seeks, never by reading
+every entry's text. What each message means lives in :mod:`collectors.journal_wording`.
+
+Bundle files (all under ``journal/``):
+
+- ``files.json``: one record per journal file: ``source``, ``size``, ``sha256``, ``header`` (flags,
+  state, sizes, head/tail time), ``opened``, ``error``, ``errno``.
+- ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
+  (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists), ``__CURSOR``,
+  ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
+  ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
+  ``healthy``, ``boot``, ``coverage``).
+- ``boots.json``: ``[{boot_id, first, last, first_usec, last_usec, first_cursor, last_cursor}]``.
+- ``coverage.json``: first/last entry over all files (µs, ISO UTC, cursor), ``since``,
+  ``files_found``, ``files_read``, ``files_failed``, ``method``, ``problems``.
+"""
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import json
+import os
+import re
+import resource
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from systemd import journal as _sdj
+
+from forensics import hostfs
+from forensics.artifact import Artifact, Status, from_oserror
+from forensics.events import Reading
+from forensics.timeutil import from_usec, iso_z
+from . import journal_wording as w
+
+HOST_DIRS = ("/var/log/journal", "/run/log/journal")
+FILES, ENTRIES, BOOTS, COVERAGE = ("journal/files.json", "journal/entries.jsonl", "journal/boots.json",
+                                   "journal/coverage.json")
+METHOD = "journal-reader"
+MACHINE_ID = re.compile(r"[0-9a-f]{32}")
+CHUNK = 1 << 20
+DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
+
+
+@dataclass(frozen=True)
+class _File:
+    source: str  # as the manifest shows it: the host path, or the --journal-dir path
+    root: str    # read under this root with forensics.hostfs
+    path: str
+
+
+def acquire(ctx) -> None:
+    """Select the reload-related journal entries of the host under ``ctx.root`` (and of each
+    ``ctx.journal_dirs`` directory or file) into ``journal/`` of ``ctx.writer``'s bundle.
+
+    Records every journal file it could not open as an ``error`` / ``unreadable`` artifact, and an
+    ``absent`` one for ``/var/log/journal`` when no journal exists. Raises nothing for bad input.
+    """
+    files, dirs, refused = _find(ctx)
+    if not files and not refused:
+        where = ", ".join(dirs) if dirs else " or ".join(HOST_DIRS)
+        ctx.writer.record(Artifact(None, HOST_DIRS[0], Status.ABSENT, METHOD,
+                                   message=f"no journal files (*.journal, *.journal~) in {where}"))
+    if not files:
+        return
+    records, good = [], []
+    for f in files:
+        rec, fh, failed = _probe(f)
+        records.append(rec)
+        if fh:
+            good.append(fh)
+        else:
+            ctx.writer.record(failed)
+    ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
+    try:
+        src = _ReaderSource([fh.fileno() for fh in good]) if good else _fallback(ctx, files)
+        if src:
+            _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
+    except OSError as e:
+        ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
+                                   message=f"opening the readable journal files together failed: {e}"))
+    finally:
+        for fh in good:
+            fh.close()
+
+
+# -- finding and probing files ---------------------------------------------------------------------
+def _is_journal(name: str) -> bool:
+    return name.endswith(".journal") or name.endswith(".journal~")
+
+
+def _find(ctx) -> tuple[list[_File], list[str], bool]:
+    """Journal files under the host's journal directories and ``--journal-dir`` paths, each once;
+    the directories read; whether a directory could not be listed (recorded as an artifact)."""
+    places = [(str(ctx.root), d, d, False) for d in HOST_DIRS]
+    places += [("/", os.path.abspath(p), str(p), True) for p in ctx.journal_dirs]
+    found, dirs, seen, refused = [], [], set(), False
+
+    def add(root, path, shown):
+        try:
+            st = os.stat(hostfs.resolve(root, path))
+        except OSError:
+            st = None  # let _probe report it
+        key = (st.st_dev, st.st_ino) if st else (root, path)
+        if key not in seen:
+            seen.add(key)
+            found.append(_File(shown, root, path))
+
+    for root, path, shown, given in places:
+        try:
+            real = hostfs.resolve(root, path)
+            if given and stat.S_ISREG(os.stat(real).st_mode):
+                dirs.append(shown)
+                add(root, path, shown)
+                continue
+            names = os.listdir(real)
+        except OSError as e:
+            if given or e.errno not in (errno.ENOENT, errno.ENOTDIR):  # a missing host directory is normal
+                refused = refused or e.errno not in (errno.ENOENT, errno.ENOTDIR)
+                ctx.writer.record(from_oserror(shown, METHOD, e))
+            continue
+        dirs.append(shown)
+        for name in sorted(names):
+            sub = f"{path}/{name}"
+            if _is_journal(name):
+                add(root, sub, f"{shown}/{name}")
+            elif MACHINE_ID.fullmatch(name) and os.path.isdir(hostfs.resolve(root, sub)):
+                try:
+                    inner = sorted(os.listdir(hostfs.resolve(root, sub)))
+                except OSError as e:
+                    refused = True
+                    ctx.writer.record(from_oserror(f"{shown}/{name}", METHOD, e))
+                    continue
+                for n in inner:
+                    if _is_journal(n):
+                        add(root, f"{sub}/{n}", f"{shown}/{name}/{n}")
+    return found, dirs, refused
+
+
+def _probe(f: _File):
+    """Hash ``f`` and open it alone. Returns ``(record, open file or None, failed Artifact or None)``."""
+    rec = {"source": f.source, "size": None, "sha256": None, "header": None, "opened": False,
+           "error": None, "errno": None}
+    try:
+        fh = hostfs.open_regular(f.root, f.path)
+    except OSError as e:
+        a = from_oserror(f.source, METHOD, e)
+        try:
+            rec["size"] = os.stat(hostfs.resolve(f.root, f.path)).st_size
+        except OSError:
+            pass
+        rec.update(error=a.message, errno=a.errno)
+        return rec, None, a
+    try:
+        size, digest, head = _hash(fh.fileno())
+        rec.update(size=size, sha256=digest, header=w.header(head, size))
+        dup = os.dup(fh.fileno())
+        try:
+            r = _sdj.Reader(files=[dup])  # owns dup from here on
+        except BaseException:
+            os.close(dup)
+            raise
+        with r:
+            r.seek_head()
+            if r._next():
+                r._get_all()
+        rec["opened"] = True
+        return rec, fh, None
+    except (OSError, ValueError) as e:
+        fh.close()
+        code = getattr(e, "errno", None)
+        if code in (errno.EPERM, errno.EACCES):
+            a = from_oserror(f.source, METHOD, e)
+        else:
+            a = Artifact(None, f.source, Status.ERROR, METHOD, errno=code,
+                         message=w.why_unreadable(e, rec["header"], rec["size"]))
+        rec.update(error=a.message, errno=a.errno)
+        return rec, None, a
+
+
+def _hash(fd: int) -> tuple[int, str, bytes]:
+    h, off, head = hashlib.sha256(), 0, b""
+    while b := os.pread(fd, CHUNK, off):
+        if not off:
+            head = b[:512]
+        h.update(b)
+        off += len(b)
+    return off, h.hexdigest(), head
+
+
+# -- reading entries: libsystemd, or the node's own journalctl ---------------------------------------
+def _value(v: bytes):
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(v).decode()}
+
+
+class _Lazy:
+    """The entry a Reader stands on, read field by field (valid until the Reader moves on)."""
+
+    def __init__(self, r, realtime: int):
+        self.r, self.d = r, {"__REALTIME_TIMESTAMP": realtime}
+
+    def get(self, field_: str, default=None):
+        if field_ not in self.d:
+            try:
+                self.d[field_] = _value(self.r._get(field_))
+            except KeyError:
+                self.d[field_] = None
+        return default if self.d[field_] is None else self.d[field_]
+
+
+class _ReaderSource:
+    """Entries through libsystemd, on descriptors of files already probed one by one."""
+
+    method = METHOD
+
+    def __init__(self, fds: list[int]):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if 2 * len(fds) + 64 > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * len(fds) + 64), hard))
+        dups = [os.dup(fd) for fd in fds]
+        try:
+            self.r = _sdj.Reader(files=dups)
+        except BaseException:
+            for d in dups:
+                os.close(d)
+            raise
+        self.r.data_threshold = DATA_THRESHOLD
+
+    def _entry(self) -> dict:
+        e = {k: [_value(x) for x in v] if isinstance(v, list) else _value(v) for k, v in self.r._get_all().items()}
+        e["__REALTIME_TIMESTAMP"] = self.r._get_realtime()
+        e["__MONOTONIC_TIMESTAMP"] = self.r._get_monotonic()[0]
+        e["__CURSOR"] = self.r._get_cursor()
+        return e
+
+    def scan(self, groups, start=None, end=None):
+        """Entries matching any of ``groups`` (each: ``(field, value)`` pairs, same field ORed,
+        different fields ANDed) from ``start`` to ``end`` (µs), in journal order. Each is a
+        :class:`_Lazy` view that reads a field only when asked: reading every field of every PID 1
+        line costs about five times as much as reading its MESSAGE."""
+        r = self.r
+        r.flush_matches()
+        for i, group in enumerate(groups):
+            if i:
+                r.add_disjunction()
+            for field_, value in group:
+                r.add_match(f"{field_}={value}")
+        r.seek_realtime(start) if start is not None else r.seek_head()
+        while r._next():
+            t = r._get_realtime()
+            if end is not None and t > end:
+                return
+            yield _Lazy(self.r, t)
+
+    def full(self) -> dict:
+        """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
+        return self._entry()
+
+    def unique(self, field_: str) -> list[str]:
+        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.r, field_))
+
+    def edge(self, group=(), last=False) -> dict | None:
+        r = self.r
+        r.flush_matches()
+        for field_, value in group:
+            r.add_match(f"{field_}={value}")
+        r.seek_tail() if last else r.seek_head()
+        return self._entry() if (r._previous() if last else r._next()) else None
+
+
+class _JournalctlSource:
+    """Entries through the node's own ``journalctl -o json`` (for files this libsystemd cannot read)."""
+
+    method = "journalctl"
+
+    def __init__(self, argv: list[str], paths: list[str]):
+        self.base = argv + [f"--file={p}" for p in paths] + ["--no-pager", "--all"]
+
+    def _lines(self, args, first_only=False):
+        with tempfile.TemporaryFile() as err:
+            p = subprocess.Popen(self.base + args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+            try:
+                for line in p.stdout:
+                    yield line
+                    if first_only:
+                        p.kill()
+                        break
+            finally:
+                p.stdout.close()
+                rc = p.wait()
+            if rc not in (0, -9):
+                err.seek(0)
+                raise OSError(f"journalctl exited {rc}: {err.read(500).decode(errors='replace').strip()}")
+
+    def _entry(self, line: bytes) -> dict:
+        e = {}
+        for k, v in json.loads(line).items():
+            if k in ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP"):
+                e[k] = int(v)
+            elif k == "__CURSOR" or not k.startswith("__"):
+                e[k] = self._conv(v)
+        return e
+
+    def _conv(self, v):
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            return {"base64": base64.b64encode(bytes(v)).decode()}
+        return [self._conv(x) for x in v] if isinstance(v, list) else v
+
+    @staticmethod
+    def _matches(groups):
+        out = []
+        for i, group in enumerate(groups):
+            out += (["+"] if i else []) + [f"{f}={v}" for f, v in group]
+        return out
+
+    def scan(self, groups, start=None, end=None):
+        args = ["-o", "json"]
+        args += ["--since", f"@{start // 10**6}.{start % 10**6:06d}"] if start is not None else []
+        args += ["--until", f"@{end // 10**6}.{end % 10**6:06d}"] if end is not None else []
+        for line in self._lines(args + self._matches(groups)):
+            self._last = self._entry(line)
+            yield self._last
+
+    def full(self) -> dict:
+        return self._last
+
+    def unique(self, field_: str) -> list[str]:
+        return sorted(x.decode("utf-8", "replace") for x in (l.rstrip(b"\n") for l in self._lines(["-F", field_])) if x)
+
+    def edge(self, group=(), last=False) -> dict | None:
+        args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
+        lines = list(self._lines(args, first_only=not last))
+        return self._entry(lines[-1]) if lines else None
+
+
+def _fallback(ctx, files: list[_File]):
+    """A journalctl source when no file opened here; records why when there is none."""
+    jc = next((p for p in ("/usr/bin/journalctl", "/bin/journalctl") if hostfs.exists(ctx.root, p)), None)
+    why = None
+    if jc is None:
+        why = "no journalctl on the node (/usr/bin/journalctl, /bin/journalctl) to fall back on"
+    elif ctx.live:
+        return _JournalctlSource([str(hostfs.resolve(ctx.root, jc))],
+                                 [str(hostfs.resolve(f.root, f.path)) for f in files])
+    elif os.geteuid() != 0:
+        why = "running the node's journalctl under chroot needs root"
+    else:
+        host = [f.path for f in files if f.root == str(ctx.root)]
+        if host:
+            return _JournalctlSource(["chroot", str(ctx.root), jc], host)
+        why = "the unreadable files are outside --root, so the node's journalctl cannot reach them"
+    ctx.writer.record(Artifact(None, ENTRIES, Status.ERROR, METHOD,
+                               message=f"none of the {len(files)} journal files could be opened, and {why}"))
+    return None
+
+
+# -- selecting and storing -------------------------------------------------------------------------
+def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
+    since_dt = ctx.since.replace(tzinfo=ctx.since.tzinfo or timezone.utc) if isinstance(ctx.since, datetime) else None
+    since = int(since_dt.timestamp() * 1_000_000) if since_dt else None
+    problems: list[str] = []
+    try:
+        sel, boots, first, last = w.select(src, since, problems)
+    except (OSError, subprocess.SubprocessError) as e:
+        ctx.writer.record(Artifact(None, source, Status.ERROR, src.method, message=f"reading the journal failed: {e}"))
+        return
+    notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
+             "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
+             f"{w.BEFORE_US // 10**6} s before to {w.AFTER_US // 10**6} s after each reload; NVML/CUDA errors and "
+             "healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; first and last entry "
+             "of each boot and of the journal"]
+    if since is not None:
+        notes.append(f"entries filtered to {iso_z(since_dt)} and later")
+    with ctx.writer.create(ENTRIES, source=source, method=src.method, notes=notes) as out:
+        for e in sorted(sel.values(), key=lambda e: e["__REALTIME_TIMESTAMP"]):
+            out.write(json.dumps(e, sort_keys=True) + "\n")
+    ctx.writer.write_json(BOOTS, boots, source=source, method=src.method)
+    ctx.writer.write_json(COVERAGE, {**w.edge_record(first, "first"), **w.edge_record(last, "last"),
+                                     "since": iso_z(since_dt),
+                                     "files_found": n_files, "files_read": n_files - n_failed,
+                                     "files_failed": n_failed,
+                                     "method": src.method, "problems": problems},
+                          source=source, method=src.method)
+
+
+# -- reading the bundle back ---------------------------------------------------------------------
+def read(bundle, node) -> Reading:
+    """Turn the bundle's ``journal/`` files into events (kinds ``journal.*`` in
+    :data:`forensics.events.KINDS`), the journal's coverage, and facts: ``systemd_version`` and
+    ``systemd_version_basis``, ``boots`` (``[{boot_id, first, last}]``), ``journal_first``,
+    ``journal_last`` (ISO UTC). Reads only the bundle; ``node`` is not needed by this source.
+
+    Never raises for bad content: a malformed line or file is skipped and reported in
+    ``Reading.problems``.
+    """
+    out = Reading()
+    cov, boots = _load(bundle, COVERAGE, out, dict), _load(bundle, BOOTS, out, list)
+    for f in _load(bundle, FILES, out, list):
+        if isinstance(f, dict) and not f.get("opened"):
+            out.problems.append({"artifact": FILES,
+                                 "message": f"{f.get('source')} was not read: {f.get('error')}"})
+    lines, pid1 = {}, []
+    for n, e in _stored(bundle, out):
+        at, rules = from_usec(e["__REALTIME_TIMESTAMP"]), e.get("_GF_SELECTED_BY") or []
+        evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
+        lines[e["__CURSOR"]] = n
+        if "pid1" in rules:
+            pid1.append((at, e, evidence))
+        out.events += w.entry_events(at, e, rules, evidence)
+    events, version = w.manager_events(sorted(pid1, key=lambda x: (x[0], x[2]["line"])))
+    out.events += events + w.boot_events(boots, lines, out.problems)
+    out.events.sort(key=lambda ev: ev.at)
+    refused = [f"{a.source}: {a.status.value}" + (f" ({a.message})" if a.message else "")
+               for a in bundle.artifacts() if a.method in (METHOD, "journalctl") and not a.path]
+    out.coverage.append(w.coverage(cov, refused, out.problems))
+    out.facts.update({"systemd_version": version[0] if version else None,
+                      "systemd_version_basis": version[1] if version else None,
+                      "boots": [{k: b.get(k) for k in ("boot_id", "first", "last")}
+                                for b in boots if isinstance(b, dict)],
+                      "journal_first": cov.get("first"), "journal_last": cov.get("last")})
+    return out
+
+
+def _load(bundle, rel: str, out: Reading, kind: type):
+    if not bundle.find(rel):
+        return kind()
+    try:
+        data = json.loads(bundle.path(rel).read_text())
+        if isinstance(data, kind):
+            return data
+        out.problems.append({"artifact": rel, "message": f"expected a JSON {kind.__name__}"})
+    except (OSError, ValueError) as e:
+        out.problems.append({"artifact": rel, "message": f"unreadable: {e}"})
+    return kind()
+
+
+def _stored(bundle, out: Reading):
+    """``(line number, entry)`` for each well-formed line of entries.jsonl; others are reported."""
+    if not bundle.find(ENTRIES):
+        return
+    try:
+        with open(bundle.path(ENTRIES), encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    e = json.loads(line)
+                    if not (isinstance(e, dict) and isinstance(e.get("__REALTIME_TIMESTAMP"), int)
+                            and isinstance(e.get("__CURSOR"), str)):
+                        raise ValueError("not an entry with __REALTIME_TIMESTAMP and __CURSOR")
+                    from_usec(e["__REALTIME_TIMESTAMP"])
+                except (ValueError, OverflowError, OSError) as err:
+                    out.problems.append({"artifact": ENTRIES, "line": n, "message": f"line {n} skipped: {err}"})
+                    continue
+                yield n, e
+    except OSError as err:
+        out.problems.append({"artifact": ENTRIES, "message": f"unreadable: {err}"})

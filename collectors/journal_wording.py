@@ -1,0 +1,444 @@
+"""What the journal says and which of it matters: the file header, PID 1's reload wordings, unit
+start/stop lines, NVML errors and kubelet probe lines, the rules that select entries, and the events
+the stored entries become. :mod:`collectors.journal` uses it both to select entries at acquisition
+and to read them back, so the two never disagree. Nothing here touches the host or the bundle.
+
+The header layout is ``struct Header`` in systemd src/libsystemd/sd-journal/journal-def.h.
+
+Wordings are from the systemd sources at release tags (../shared/research/cases.md "systemd: the
+manager reload message, by version"): ``log_caller()`` in src/core/dbus-manager.c (v253-v258),
+``manager_log_caller()`` in src/core/manager.c (v259+), ``invoke_main_loop()`` in src/core/main.c.
+None of these lines has a MESSAGE_ID, so the text is all there is; ``CODE_LINE`` and ``PRIORITY``
+differ between distributions and versions and are never used.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from datetime import datetime
+
+from forensics.artifact import errno_name
+from forensics.events import Coverage, Event
+from forensics.timeutil import from_usec, iso_z, parse_iso
+
+#: caller line; comm and unit are each left out when systemd could not find them
+CALLER_RE = re.compile(r"^(Reloading|Reload|Reexecuting|Reexecution) requested from client PID (\d+)"
+                       r"(?: \('([^']*)'\))?(?: \(unit ([^)]+)\))?\.\.\.$")
+SIGHUP_RE = re.compile(r"^Received SIGHUP from PID (\d+)(?: \(([^)]*)\))?\.$")
+FINISHED_RE = re.compile(r"^Reloading finished in (\d+) ms\.$")
+#: v246+ "systemd 255.4-1ubuntu8 running in system mode (+PAM ...)"; v245 and older add a period
+BANNER_RE = re.compile(r"^systemd (\S+) running in system mode(?:\.)?(?: \(|$)")
+RELOAD_LINES = ("Reloading.", "Reloading...")  # main.c: <= 253.1 / 253.2+
+REEXEC_LINE = "Reexecuting."
+
+#: HEADER_INCOMPATIBLE_* bit -> (name, first systemd that writes it)
+INCOMPAT = {0x1: ("XZ", 0), 0x2: ("LZ4", 216), 0x4: ("KEYED_HASH", 246), 0x8: ("ZSTD", 246),
+            0x10: ("COMPACT", 252)}
+COMPAT = {0x1: "SEALED", 0x2: "TAIL_ENTRY_BOOT_ID"}
+STATES = {0: "offline", 1: "online", 2: "archived"}
+BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
+PID1 = [[("_PID", "1")], [("SYSLOG_IDENTIFIER", "systemd"), ("SYSLOG_PID", "1")]]  # early boot: via kmsg
+GROUP_SECONDS = 5  # a caller line (or SIGHUP) and the main.c line it causes are this close
+
+#: units whose start/stop lines PID 1 writes with UNIT= and that matter to the incident
+UNITS_THAT_MATTER = frozenset({
+    "apt-daily.service", "apt-daily-upgrade.service", "unattended-upgrades.service", "snapd.service",
+    "packagekit.service", "containerd.service", "kubelet.service", "docker.service"})
+#: units that commonly run ``systemctl daemon-reload`` (package managers and their timers)
+REQUESTER_UNITS = ("apt-daily.service", "apt-daily-upgrade.service", "unattended-upgrades.service",
+                   "snapd.service", "packagekit.service")
+#: units whose own output may carry NVML/CUDA errors and kubelet probe lines
+NVML_UNITS = ("kubelet.service", "containerd.service", "docker.service")
+NVML_MARKERS = ("Failed to initialize NVML", "cuInit failed", "NVML_ERROR_", "CUDA_ERROR_")
+#: klog structured line written by kubelet's prober on a probe status change
+PROBE_RE = re.compile(r'"SyncLoop \(probe\)" probe="(readiness|liveness|startup)" status="([^"]*)"'
+                      r'(?: pod="([^"]+)")?')
+HEALTHY_STATUSES = frozenset({"ready", "healthy", "started"})
+POD_RE = re.compile(r'\bpod="([^"/]+/[^"]+)"')
+
+#: MESSAGE_ID (sd-messages.h) -> action, for unit lines whose text does not say it
+_UNIT_IDS = {"7d4958e842da4a758f6c1cdc7b36dcc5": "starting", "39f53479d3a045ac8e11786248231fbf": "started",
+             "de5b426a63be47a7b6ac3eaac82e2f6f": "stopping", "9d1aaa27d60140bd96365438aad20286": "stopped",
+             "be02cf6855d2428ba40df7e9d022f03d": "failed"}
+_UNIT_PREFIXES = (("Starting ", "starting"), ("Started ", "started"), ("Stopping ", "stopping"),
+                  ("Stopped ", "stopped"), ("Finished ", "finished"), ("Failed to start ", "failed"))
+_UNIT_SUFFIXES = ((": Deactivated successfully.", "deactivated"),  # v248+
+                  (": Succeeded.", "deactivated"),                 # v247 and older
+                  (": Failed with result ", "failed"))
+
+
+def unit_matters(unit: str | None) -> bool:
+    """True for the units whose start/stop lines are kept (package tooling, container runtime,
+    kubelet, NVIDIA and DCGM units)."""
+    if not unit:
+        return False
+    return unit in UNITS_THAT_MATTER or "dpkg" in unit or "nvidia" in unit or "dcgm" in unit
+
+
+def nvml_unit(unit: str) -> bool:
+    """True for the units whose output is checked for NVML/CUDA errors."""
+    return unit in NVML_UNITS or "nvidia" in unit or "dcgm" in unit
+
+
+def manager_line(message: str) -> dict | None:
+    """Classify a PID 1 MESSAGE. Returns ``None`` or ``{"kind": K, ...}`` with K one of
+    ``caller`` (``method``: reload|reexec, ``word``, ``pid``, ``comm``, ``unit``), ``reload``,
+    ``reexec``, ``finished`` (``duration_ms``), ``sighup`` (``pid``, ``comm``), ``banner``
+    (``version``)."""
+    if message in RELOAD_LINES:
+        return {"kind": "reload"}
+    if message == REEXEC_LINE:
+        return {"kind": "reexec"}
+    m = CALLER_RE.match(message)
+    if m:
+        word = m.group(1)
+        return {"kind": "caller", "method": "reload" if word.startswith("Reload") else "reexec",
+                "word": word, "pid": int(m.group(2)), "comm": m.group(3), "unit": m.group(4)}
+    m = FINISHED_RE.match(message)
+    if m:
+        return {"kind": "finished", "duration_ms": int(m.group(1))}
+    m = SIGHUP_RE.match(message)
+    if m:
+        return {"kind": "sighup", "pid": int(m.group(1)), "comm": m.group(2)}
+    m = BANNER_RE.match(message)
+    if m:
+        return {"kind": "banner", "version": m.group(1)}
+    return None
+
+
+def unit_action(message: str, message_id: str | None = None) -> str | None:
+    """``starting|started|stopping|stopped|finished|failed|deactivated`` for a PID 1 unit line, or
+    ``None`` for the other lines about a unit (CPU time consumed, restart scheduled, ...)."""
+    for prefix, action in _UNIT_PREFIXES:
+        if message.startswith(prefix):
+            return action
+    for suffix, action in _UNIT_SUFFIXES:
+        if suffix in message:
+            return action
+    return _UNIT_IDS.get((message_id or "").replace("-", "").lower())
+
+
+def nvml_error(message: str) -> bool:
+    """True when ``message`` reports an NVML or CUDA initialisation error."""
+    return any(s in message for s in NVML_MARKERS)
+
+
+def probe_status(message: str) -> tuple[str, str, str | None] | None:
+    """``(probe, status, pod)`` for kubelet's ``"SyncLoop (probe)"`` line, else ``None``."""
+    m = PROBE_RE.search(message)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+def healthy_probe(message: str) -> bool:
+    """True for a kubelet probe-status line whose status means healthy (ready/healthy/started)."""
+    p = probe_status(message)
+    return bool(p and p[1] in HEALTHY_STATUSES)
+
+
+def pod_of(message: str) -> str | None:
+    """``ns/name`` from a klog ``pod="ns/name"`` key, or ``None``."""
+    m = POD_RE.search(message)
+    return m.group(1) if m else None
+
+
+def version_from_wording(caller_word: str | None, main_line: str | None) -> tuple[str, str] | None:
+    """Infer the systemd version range from one reload's caller word and main.c line.
+
+    Returns ``(version, basis)``; ``None`` when there is neither. Table: cases.md "Version inference
+    from the journal alone".
+    """
+    if caller_word in ("Reload", "Reexecution"):
+        return ">=256", f"wording: '{caller_word} requested from client PID ...' (systemd 256+)"
+    if caller_word in ("Reloading", "Reexecuting"):
+        return "253-255", f"wording: '{caller_word} requested from client PID ...' (systemd 253-255)"
+    if main_line == "Reloading...":
+        return ">=253.2", "wording: 'Reloading...' (systemd 253.2+)"
+    if main_line == "Reloading.":
+        return "<=253.1", "wording: only 'Reloading.' (systemd 253.1 or older)"
+    return None
+
+
+# -- the file header ---------------------------------------------------------------------------------
+def header(b: bytes, size: int) -> dict | None:
+    """The header fields that explain a failure, from the first bytes ``b`` of a file of ``size``
+    bytes: signature, flags (int and names), state, sizes, entry count, head/tail time (ISO UTC),
+    ``truncated`` (the header describes more bytes than the file has). ``None`` under 16 bytes."""
+    if len(b) < 16:
+        return None
+    sig, compat, incompat = struct.unpack_from("<8sII", b)
+    hdr = {"signature_ok": sig == b"LPKSHHRH", "compatible_flags": compat, "incompatible_flags": incompat,
+           "compatible": [n for bit, n in COMPAT.items() if compat & bit],
+           "incompatible": [v[0] for bit, v in INCOMPAT.items() if incompat & bit]}
+    if len(b) >= 17:
+        hdr["state"] = STATES.get(b[16], f"unknown ({b[16]})")
+    if len(b) >= 208:
+        hsize, arena = struct.unpack_from("<QQ", b, 88)
+        n_entries, = struct.unpack_from("<Q", b, 152)
+        head_rt, tail_rt = struct.unpack_from("<QQ", b, 184)
+        hdr.update(header_size=hsize, arena_size=arena, n_entries=n_entries,
+                   head_realtime=iso_usec(head_rt), tail_realtime=iso_usec(tail_rt),
+                   truncated=hsize + arena > size)
+    return hdr
+
+
+def iso_usec(usec: int | None) -> str | None:
+    """µs since the epoch to ISO UTC text; ``None`` for 0, ``None`` or a value out of range."""
+    try:
+        return iso_z(from_usec(usec)) if usec else None
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def libsystemd_version() -> int | None:
+    """The systemd release of the libsystemd this process has loaded (``libsystemd.so.0.N.0`` comes
+    with systemd N+217: 0.35.0 is 252, 0.38.0 is 255), or ``None``."""
+    try:
+        with open("/proc/self/maps") as m:
+            found = re.search(r"libsystemd\.so\.0\.(\d+)\.\d+", m.read())
+        return int(found.group(1)) + 217 if found else None
+    except OSError:
+        return None
+
+
+def why_unreadable(e: Exception, hdr: dict | None, size: int | None) -> str:
+    """One sentence on why libsystemd refused a file: the error, then what the header says
+    (not a journal, truncated, flags from a newer systemd than this reader's libsystemd)."""
+    parts = [f"{errno_name(getattr(e, 'errno', None)) or type(e).__name__}: {getattr(e, 'strerror', None) or e}"]
+    if hdr is None:
+        parts += ["shorter than a journal file header"] if size is not None else []
+    elif not hdr["signature_ok"]:
+        parts.append("not a journal file (the signature is not LPKSHHRH)")
+    else:
+        if hdr.get("truncated"):
+            parts.append(f"truncated: the header describes {hdr['header_size'] + hdr['arena_size']} bytes "
+                         f"but the file has {size}")
+        lib = libsystemd_version()
+        bits = [1 << i for i in range(32) if hdr["incompatible_flags"] & (1 << i)]
+        newer = [f"{INCOMPAT[b][0]} (systemd >= {INCOMPAT[b][1]})" if b in INCOMPAT else f"unknown flag {b:#x}"
+                 for b in bits if b not in INCOMPAT or (lib is not None and INCOMPAT[b][1] > lib)]
+        if newer:
+            parts.append(f"written by a newer systemd: {', '.join(newer)}; this reader's libsystemd "
+                         f"is from systemd {lib or 'unknown'}")
+    return "; ".join(parts)
+
+
+# -- stored entries to events ---------------------------------------------------------------------
+def text(v) -> str:
+    """A stored field value as text: the first of a repeated field, base64 decoded (bad UTF-8
+    replaced), ``""`` when absent."""
+    if isinstance(v, list):
+        v = v[0] if v else ""
+    if isinstance(v, dict):
+        try:
+            return base64.b64decode(v.get("base64", "")).decode("utf-8", "replace")
+        except ValueError:
+            return ""
+    return v if isinstance(v, str) else "" if v is None else str(v)
+
+
+def _int(v) -> int | None:
+    try:
+        return int(text(v))
+    except ValueError:
+        return None
+
+
+def event(at: datetime, kind: str, summary: str, attrs: dict, evidence: dict) -> Event:
+    return Event(at=at, source="journal", kind=kind, summary=summary, attrs=attrs, evidence=evidence,
+                 original=iso_z(at))
+
+
+def _who(a: dict) -> str:
+    who = f"PID {a['requester_pid']}" + (f", {a['requester_comm']}" if a["requester_comm"] else "")
+    return f"{a['requester_unit']} ({who})" if a["requester_unit"] else who
+
+
+def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Event]:
+    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml`` or ``healthy``."""
+    msg, out = text(e.get("MESSAGE")), []
+    ident, unit = text(e.get("SYSLOG_IDENTIFIER")) or None, text(e.get("_SYSTEMD_UNIT")) or None
+    if "unit" in rules:
+        name, action = text(e.get("UNIT")), unit_action(msg, text(e.get("MESSAGE_ID")))
+        if action:
+            out.append(event(at, "journal.unit", f"{name}: {action}",
+                              {"unit": name, "action": action, "message": msg}, evidence))
+    if "requester" in rules:
+        pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
+        out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {msg[:160]}",
+                          {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence))
+    if "nvml" in rules:
+        out.append(event(at, "journal.nvml-error", f"NVML/CUDA error logged by {unit or ident}: {msg[:160]}",
+                          {"message": msg, "identifier": ident, "unit": unit, "pod": pod_of(msg)}, evidence))
+    if "healthy" in rules and (p := probe_status(msg)):
+        out.append(event(at, "journal.healthy", f"kubelet: {p[0]} probe {p[1]} for pod {p[2]}",
+                          {"message": msg, "identifier": ident, "unit": unit, "pod": p[2]}, evidence))
+    return out
+
+
+def manager_events(items: list[tuple[datetime, dict, dict]]) -> tuple[list[Event], tuple[str, str] | None]:
+    """Events of PID 1's manager lines ``(at, entry, evidence)``, and ``(systemd_version, basis)``.
+
+    A caller line (or a SIGHUP) and the ``Reloading.``/``Reloading...``/``Reexecuting.`` line that
+    follows it within :data:`GROUP_SECONDS` in the same boot are one reload (or re-exec), dated at
+    the first line; a main.c line with no such predecessor is a reload of its own with no requester.
+    The version comes from the newest banner, else from the newest reload's wording.
+    """
+    events, pending, groups, banner = [], [], [], None
+    for at, e, ev in items:
+        msg = text(e.get("MESSAGE"))
+        k, boot = manager_line(msg), text(e.get("_BOOT_ID"))
+        if not k:
+            continue
+        pending = [g for g in pending if g["boot"] == boot and (at - g["at"]).total_seconds() <= GROUP_SECONDS]
+        if k["kind"] in ("caller", "sighup"):
+            method = k.get("method", "reload")
+            a = {"wording": msg, "requester_pid": k["pid"], "requester_comm": k["comm"],
+                 "requester_unit": k.get("unit")}
+            if k["kind"] == "sighup":
+                events.append(event(at, "journal.sighup", f"PID 1 received SIGHUP from {_who(a)}",
+                                     {"sender_pid": k["pid"], "sender_comm": k["comm"]}, ev))
+                summary = f"daemon-reload on SIGHUP from {_who(a)}"
+            else:
+                summary = f"daemon-{method} requested by {_who(a)}"
+            events.append(event(at, f"journal.{method}", summary, a, ev))
+            groups.append({"at": at, "boot": boot, "method": method, "word": k.get("word"), "main": None})
+            pending.append(groups[-1])
+        elif k["kind"] in ("reload", "reexec"):
+            g = next((g for g in pending if g["method"] == k["kind"]), None)
+            if g:
+                pending.remove(g)
+                g["main"] = msg
+                continue
+            a = {"wording": msg, "requester_pid": None, "requester_comm": None, "requester_unit": None}
+            events.append(event(at, f"journal.{k['kind']}",
+                                 f"daemon-{k['kind']} (systemd logged no caller: {msg!r})", a, ev))
+            groups.append({"at": at, "word": None, "main": msg})
+        elif k["kind"] == "finished":
+            events.append(event(at, "journal.reload-finished", f"daemon-reload finished in {k['duration_ms']} ms",
+                                 {"duration_ms": k["duration_ms"]}, ev))
+        elif k["kind"] == "banner":
+            events.append(event(at, "journal.banner", f"systemd {k['version']} started in system mode",
+                                 {"systemd_version": k["version"]}, ev))
+            banner = (k["version"], f"start-up banner at {iso_z(at)}")
+    if banner:
+        return events, banner
+    inferred = (version_from_wording(g["word"], g["main"]) for g in reversed(groups))
+    return events, next((v for v in inferred if v), None)
+
+
+def boot_events(boots: list, lines: dict, problems: list) -> list[Event]:
+    """One ``journal.boot`` per boots.json record, dated at its first entry; ``lines`` maps cursors
+    to entries.jsonl line numbers for the evidence. A bad record is reported in ``problems``."""
+    out = []
+    for b in boots:
+        try:
+            out.append(event(from_usec(b["first_usec"]), "journal.boot",
+                             f"boot {b['boot_id']}: {b['first']} to {b['last']}",
+                             {"boot_id": b["boot_id"], "first": b["first"], "last": b["last"]},
+                             {"artifact": "journal/entries.jsonl", "cursor": b["first_cursor"],
+                              "line": lines.get(b["first_cursor"])}))
+        except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
+            problems.append({"artifact": "journal/boots.json", "message": f"boot record skipped: {e!r}"})
+    return out
+
+
+def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
+    """The journal's :class:`Coverage` from coverage.json (``refused``: why nothing was read, when
+    nothing was). A bad coverage.json gives an unknown span, reported in ``problems``."""
+    try:
+        if cov.get("first_usec") is None:
+            why = ": " + "; ".join(refused) if refused else ""
+            return Coverage("journal", None, None, f"no journal entries were collected{why}")
+        start, end = from_usec(cov["first_usec"]), from_usec(cov["last_usec"])
+        reason = (f"journal holds entries from {iso_z(start)} to {iso_z(end)} only "
+                  "(older entries rotated away or never written)")
+        if cov.get("since") and parse_iso(cov["since"]) > start:
+            start, reason = parse_iso(cov["since"]), reason + f"; collected from {cov['since']} on (--since)"
+        if cov.get("files_failed"):
+            reason += (f"; {cov['files_failed']} of {cov['files_found']} journal files could not be read, "
+                       "their entries are missing")
+        return Coverage("journal", start, end, reason)
+    except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
+        problems.append({"artifact": "journal/coverage.json", "message": f"unusable: {e!r}"})
+        return Coverage("journal", None, None, "journal coverage unknown: journal/coverage.json is unusable")
+
+
+# -- which entries are kept --------------------------------------------------------------------
+def _scan_all(scan, problems: list[str], what: str):
+    """Iterate ``scan`` and keep going as far as the files allow: a read error ends it, noted."""
+    try:
+        yield from scan
+    except OSError as e:
+        problems.append(f"{what}: reading stopped early: {e}")
+
+
+def windows(triggers: list[tuple[int, int | None]], since: int | None):
+    """Merge ``[T - 300 s, T + 5 s]`` around each trigger; yields ``(start, end, pids)``."""
+    out: list[list] = []
+    for t, pid in sorted(triggers, key=lambda x: x[0]):
+        start = max(t - BEFORE_US, since or 0, 0)  # boards without an RTC log near 1970
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], t + AFTER_US)
+        else:
+            out.append([start, t + AFTER_US, set()])
+        if pid and pid != 1:
+            out[-1][2].add(pid)
+    return [(s, e, sorted(p)) for s, e, p in out]
+
+
+def select(src, since: int | None, problems: list[str]):
+    """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``unique``, ``edge``)
+    from ``since`` (µs or ``None``). Returns ``(entries by cursor, boots, first entry, last entry)``;
+    each kept entry lists the rules that kept it in ``_GF_SELECTED_BY``."""
+    sel: dict[str, dict] = {}
+
+    def keep(rule, e=None):
+        e = e or src.full()
+        kept = sel.setdefault(e["__CURSOR"], {**e, "_GF_SELECTED_BY": []})
+        if rule not in kept["_GF_SELECTED_BY"]:
+            kept["_GF_SELECTED_BY"].append(rule)
+
+    triggers = []
+    for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
+        msg = text(e.get("MESSAGE"))
+        k = manager_line(msg)
+        if k:
+            keep("pid1")
+            if k["kind"] in ("caller", "reload", "reexec", "sighup"):
+                triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
+        elif unit_matters(text(e.get("UNIT"))) and unit_action(msg, text(e.get("MESSAGE_ID"))):
+            keep("unit")
+    for start, end, pids in windows(triggers, since):
+        groups = ([[("_PID", p) for p in pids]] if pids else []) + \
+            [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
+        for e in _scan_all(src.scan(groups, start, end), problems, "requester window"):
+            if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
+                    and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
+                continue
+            keep("requester")
+    units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
+    groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
+    for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
+        msg = text(e.get("MESSAGE"))
+        if nvml_error(msg):
+            keep("nvml")
+        elif healthy_probe(msg):
+            keep("healthy")
+    boots = []
+    for b in src.unique("_BOOT_ID"):
+        first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
+        if first and last:
+            keep("boot", first)
+            keep("boot", last)
+            boots.append({"boot_id": b, **edge_record(first, "first"), **edge_record(last, "last")})
+    first, last = src.edge(), src.edge(last=True)
+    for e in (first, last):
+        if e:
+            keep("coverage", e)
+    return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
+
+
+def edge_record(e: dict | None, name: str) -> dict:
+    t = e["__REALTIME_TIMESTAMP"] if e else None
+    return {f"{name}_usec": t, name: iso_usec(t) if t else None, f"{name}_cursor": e["__CURSOR"] if e else None}

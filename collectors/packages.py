@@ -1,0 +1,410 @@
+"""dpkg and apt: copy the package logs into the bundle, and read the copies back into events.
+
+Package upgrades matter here because maintainer scripts run ``systemctl daemon-reload``
+(formats.md 2.4): every package whose postinst or postrm carries a dh_installsystemd snippet
+reloads PID 1 when it is configured or removed.
+
+Bundle layout written by :func:`acquire`::
+
+    packages/dpkg/dpkg.log[.N[.gz]]              /var/log/dpkg.log and its rotations, raw bytes
+    packages/apt/history.log[.N[.gz]]            /var/log/apt/history.log and its rotations
+    packages/unattended-upgrades/*.log*          /var/log/unattended-upgrades/*.log*
+    packages/units.json                          {"<pkg>": {"postinst": [marker], "postrm": [marker]}}
+
+All three logs are written in local time without a zone; :func:`read` interprets them in the
+node's zone (``NodeFacts.tz``). Line grammars live in :mod:`collectors.packages_parse`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePosixPath
+
+from forensics import hostfs
+from forensics.artifact import Status, errno_name, from_oserror
+from forensics.bundle import Bundle
+from forensics.collect import CollectContext
+from forensics.events import Coverage, Event, NodeFacts, Reading
+from forensics.timeutil import iso_z, localize
+
+from . import packages_parse as pp
+
+SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
+RUN_GAP_S = 30 * 60         #: u-u lines further apart than this start a new run (translated logs)
+MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
+INFO_DIR = "/var/lib/dpkg/info"
+UNITS = "packages/units.json"
+CHANGE_ACTIONS = ("install", "upgrade", "remove", "purge", "disappear")
+
+
+@dataclass(frozen=True)
+class _Log:
+    source: str   #: Event.source
+    dir: str      #: directory on the host
+    base: str     #: current file name; rotations are base.N[.gz]
+    rel: str      #: folder in the bundle
+
+    @property
+    def path(self) -> str:
+        return f"{self.dir}/{self.base}"
+
+
+DPKG = _Log("dpkg", "/var/log", "dpkg.log", "packages/dpkg")
+APT = _Log("apt", "/var/log/apt", "history.log", "packages/apt")
+UU = _Log("unattended-upgrades", "/var/log/unattended-upgrades", "unattended-upgrades.log",
+          "packages/unattended-upgrades")
+
+
+# -- acquire ---------------------------------------------------------------------------------------
+def acquire(ctx: CollectContext) -> None:
+    """Copy dpkg.log, apt history.log and the unattended-upgrades logs (with every rotation, ``.gz``
+    kept compressed) into ``packages/``, and write ``packages/units.json`` from the maintainer
+    scripts in /var/lib/dpkg/info. Every attempt, missing or not, is a manifest record.
+    Raises nothing for a missing, unreadable or odd host file (those become manifest records)."""
+    w = ctx.writer
+    for log in (DPKG, APT):
+        names = _listdir(ctx, log.dir, record_absent=False)
+        w.copy(ctx.root, log.path, f"{log.rel}/{log.base}")  # records absent/unreadable itself
+        for name in names or ():
+            if name != log.base and pp.rotation_key(name, log.base):
+                w.copy(ctx.root, f"{log.dir}/{name}", f"{log.rel}/{name}")
+    names = _listdir(ctx, UU.dir, record_absent=True)
+    if names is not None:
+        if UU.base not in names:
+            w.copy(ctx.root, UU.path, f"{UU.rel}/{UU.base}")
+        for name in names:
+            if fnmatch.fnmatchcase(name, "*.log*"):
+                w.copy(ctx.root, f"{UU.dir}/{name}", f"{UU.rel}/{name}")
+    _scan_units(ctx)
+
+
+def _listdir(ctx: CollectContext, path: str, record_absent: bool) -> list[str] | None:
+    try:
+        return hostfs.listdir(ctx.root, path)
+    except OSError as e:
+        a = from_oserror(path, "listdir", e)
+        if record_absent or a.status is not Status.ABSENT:
+            ctx.writer.record(a)
+        return None
+
+
+def _scan_units(ctx: CollectContext) -> None:
+    """Which packages' postinst/postrm run systemd snippets (formats.md 2.4; debhelper
+    autoscripts postinst-systemd-*, postrm-systemd-reload-only)."""
+    try:
+        names = hostfs.listdir(ctx.root, INFO_DIR)
+    except OSError as e:
+        ctx.writer.record(from_oserror(INFO_DIR, "scan", e))
+        return
+    units: dict[str, dict[str, list[str]]] = {}
+    scanned, failed, long = 0, [], 0
+    for name in names:
+        stem, _, kind = name.rpartition(".")
+        if kind not in ("postinst", "postrm") or not stem:
+            continue
+        try:
+            with hostfs.open_regular(ctx.root, f"{INFO_DIR}/{name}") as f:
+                data = f.read(SCRIPT_LIMIT + 1)
+        except OSError as e:
+            failed.append(f"{name}: {errno_name(e.errno) or type(e).__name__}")
+            continue
+        scanned += 1
+        long += len(data) > SCRIPT_LIMIT
+        found = [m for m in MARKERS if m.encode() in data[:SCRIPT_LIMIT]]
+        if found:
+            entry = units.setdefault(pp.package_name(stem), {"postinst": [], "postrm": []})
+            entry[kind] = sorted(set(entry[kind]) | set(found), key=MARKERS.index)
+    notes = [f"scanned {scanned} maintainer scripts (first {SCRIPT_LIMIT} bytes each) for {', '.join(MARKERS)}"]
+    if long:
+        notes.append(f"{long} scripts are longer than {SCRIPT_LIMIT} bytes; only their start was scanned")
+    if failed:
+        notes.append(f"{len(failed)} scripts could not be read: " + "; ".join(failed[:20]))
+    ctx.writer.write_json(UNITS, units, source=f"{INFO_DIR}/*.postinst, {INFO_DIR}/*.postrm",
+                          method="scan", notes=tuple(notes))
+
+
+# -- read ------------------------------------------------------------------------------------------
+@dataclass
+class _Span:
+    first: datetime | None = None
+    last: datetime | None = None
+    newest: datetime | None = None
+    count: int = 0
+
+    def add(self, ev: Event, end: datetime | None) -> None:
+        if self.newest is not None and ev.at < self.newest:
+            ev.flags = ev.flags + ("out-of-order",)
+        self.newest = ev.at if self.newest is None else max(self.newest, ev.at)
+        self.first = ev.at if self.first is None else min(self.first, ev.at)
+        tail = max(ev.at, end) if end else ev.at
+        self.last = tail if self.last is None else max(self.last, tail)
+        self.count += 1
+
+
+def read(bundle: Bundle, node: NodeFacts) -> Reading:
+    """Read the bundle's package logs into events (never the live host).
+
+    Returns a :class:`Reading` with ``package.dpkg-action`` (one per dpkg.log line),
+    ``package.transaction`` (one per history.log stanza) and ``package.unattended-run`` (one per
+    unattended-upgrades run) events in file order (oldest rotation first), one :class:`Coverage`
+    per source (``dpkg``, ``apt``, ``unattended-upgrades``; UTC, ``None`` when the source is
+    missing), facts ``packages_last_change`` (package -> ISO UTC of its last install, upgrade,
+    removal or purge in dpkg.log), ``package_event_counts`` and ``packages_with_unit_scripts``,
+    and ``problems`` for every unreadable file or line. ``ships_units`` (dpkg: bool; apt: list of
+    package names) is ``None`` when the bundle has no ``packages/units.json`` to say. Raises
+    nothing for bad file contents.
+    """
+    reading = Reading()
+    units = _load_units(bundle, reading.problems)
+    counts, last_change = {}, {}
+    for log, reader in ((DPKG, _dpkg_events), (APT, _apt_events), (UU, _uu_events)):
+        span = _Span()
+        files = _stored(bundle, log)
+        for art in files:
+            for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems):
+                span.add(ev, end)
+                reading.events.append(ev)
+                a = ev.attrs
+                if log is DPKG and a["action"] in CHANGE_ACTIONS:
+                    name = pp.package_name(a["package"])
+                    if name not in last_change or ev.at >= last_change[name]:
+                        last_change[name] = ev.at
+        reading.coverage.append(_coverage(bundle, log, files, span, node))
+        counts[log.source] = span.count
+    reading.facts = {"packages_last_change": {k: iso_z(v) for k, v in sorted(last_change.items())},
+                     "package_event_counts": counts,
+                     "packages_with_unit_scripts": None if units is None else len(units)}
+    return reading
+
+
+def _stored(bundle: Bundle, log: _Log) -> list:
+    arts = [a for a in bundle.find(log.rel + "/") if pp.rotation_key(PurePosixPath(a.path).name, log.base)]
+    return sorted(arts, key=lambda a: pp.rotation_key(PurePosixPath(a.path).name, log.base))
+
+
+def _load_units(bundle: Bundle, problems: list) -> set[str] | None:
+    """Package names with systemd snippets, or ``None`` when the bundle does not say."""
+    if not bundle.find(UNITS):
+        return None
+    try:
+        data = json.loads(bundle.path(UNITS).read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        problems.append({"artifact": UNITS, "message": f"cannot read: {e}"})
+        return None
+    return {str(k) for k in data}
+
+
+def _coverage(bundle: Bundle, log: _Log, files: list, span: _Span, node: NodeFacts) -> Coverage:
+    names = [PurePosixPath(a.path).name for a in files]
+    rot = sum(1 for n in names if n != log.base)
+    plural = "" if rot == 1 else "s"
+    if log.base in names:
+        what = f"{log.base} and {rot} rotation{plural} cover" if rot else f"{log.base} covers"
+    else:
+        what = f"{rot} rotation{plural} of {log.base} cover"
+    cut = [n for a, n in zip(files, names) if a.status is Status.TRUNCATED]
+    tail = f"; truncated at collection: {', '.join(cut)}" if cut else ""
+    if files and log.base not in names:  # then nothing says the log was silent up to collection
+        tail += f"; current {log.base} not stored ({_missing_reason(bundle, log)})"
+    if span.count:
+        day = lambda t: t.astimezone(node.tz).date().isoformat()  # noqa: E731
+        return Coverage(log.source, span.first, span.last, f"{what} {day(span.first)} .. {day(span.last)}{tail}")
+    if files:
+        return Coverage(log.source, None, None, f"{what} nothing: no dated entries{tail}")
+    return Coverage(log.source, None, None, _missing_reason(bundle, log))
+
+
+def _missing_reason(bundle: Bundle, log: _Log) -> str:
+    records = {a.source: a for a in bundle.artifacts()}
+    for src in ((log.dir, log.path) if log is UU else (log.path,)):
+        a = records.get(src)
+        if a is None or a.status in (Status.COLLECTED, Status.TRUNCATED):
+            continue
+        if a.status is Status.ABSENT:
+            return f"absent: {a.source} not found on the node"
+        if a.status is Status.UNREADABLE:
+            return f"unreadable: {a.source} ({errno_name(a.errno)}: {a.message})"
+        return f"{a.status.value}: {a.source}: {a.message}"
+    return f"not collected: the bundle holds no record of {log.path}"
+
+
+def _ships(units: set[str] | None, package: str | None) -> bool | None:
+    if units is None:
+        return None
+    return pp.package_name(package) in units if package else False
+
+
+# -- dpkg.log --------------------------------------------------------------------------------------
+def _dpkg_events(path, rel, tz, units, problems):
+    bad = pp.LineProblems(rel, problems)
+    for n, text in pp.read_lines(path, rel, problems):
+        p = pp.parse_dpkg_line(text)
+        if p is None:
+            bad.add(n, "no timestamp: " + text[:80] if text.strip() else "blank line")
+            continue
+        at, flags = localize(p.when, tz)
+        named = p.action not in ("startup", "conffile", "unknown")
+        attrs = {"action": p.action, "package": p.package, "old_version": p.old_version,
+                 "new_version": p.new_version, "state": p.state,
+                 "ships_units": _ships(units, p.package if named else None)}
+        yield Event(at, "dpkg", "package.dpkg-action", _dpkg_summary(p, text), attrs,
+                    {"artifact": rel, "line": n}, p.time_text, flags + (() if p.parsed else ("unparsed",))), None
+    bad.flush()
+
+
+def _dpkg_summary(p: pp.DpkgLine, text: str) -> str:
+    if p.action == "startup":
+        return f"dpkg startup {p.state}"
+    if p.action == "status":
+        return f"status {p.state} {p.package} {p.new_version or '<none>'}"
+    if p.action == "conffile":
+        return f"conffile {p.package} {p.state}"
+    if p.action == "unknown":
+        return f"unparsed dpkg.log line: {text[20:120]}"
+    if p.old_version and p.new_version and p.old_version != p.new_version:
+        return f"{p.action} {p.package} {p.old_version} → {p.new_version}"
+    return f"{p.action} {p.package} {p.new_version or p.old_version or '<none>'}"
+
+
+# -- apt history.log -------------------------------------------------------------------------------
+@dataclass
+class _Stanza:
+    line: int
+    when: datetime
+    text: str
+    end: datetime | None = None
+    tags: dict = field(default_factory=dict)
+    packages: list = field(default_factory=list)
+
+
+def _apt_events(path, rel, tz, units, problems):
+    bad = pp.LineProblems(rel, problems)
+    cur, orphans_expected = None, False
+    for n, text in pp.read_lines(path, rel, problems):
+        if not text.strip():
+            continue
+        kv = pp.split_history_tag(text)
+        if kv is None:
+            bad.add(n, "not a 'Tag: value' line: " + text[:80])
+            continue
+        tag, value = kv
+        if tag == "Start-Date":
+            if cur:
+                yield _transaction(cur, rel, tz, units)
+            when = pp.parse_history_date(value)
+            cur, orphans_expected = (_Stanza(n, when, value.strip()), False) if when else (None, True)
+            if when is None:
+                bad.add(n, f"Start-Date is not a date: {value[:40]!r}; stanza skipped")
+        elif cur is None:
+            if not orphans_expected:
+                bad.add(n, f"{tag} line outside a Start-Date stanza")
+        elif tag == "End-Date":
+            cur.end = pp.parse_history_date(value)
+            if cur.end is None:
+                bad.add(n, f"End-Date is not a date: {value[:40]!r}")
+            yield _transaction(cur, rel, tz, units, ended=True)
+            cur = None
+        elif tag in pp.HISTORY_PACKAGE_TAGS:
+            pkgs, items = pp.parse_package_list(tag, value)
+            cur.packages.extend(pkgs)
+            for item in items[:3]:
+                bad.add(n, f"unparsed {tag} item: {item[:80]!r}")
+        else:
+            cur.tags.setdefault(tag, value)
+    if cur:
+        yield _transaction(cur, rel, tz, units)
+    bad.flush()
+
+
+def _transaction(s: _Stanza, rel, tz, units, ended: bool = False):
+    at, flags = localize(s.when, tz)
+    end = None
+    if s.end:
+        end, end_flags = localize(s.end, tz)
+        flags += tuple(f for f in end_flags if f not in flags)
+    if not ended:
+        flags += ("interrupted",)
+    ships = None if units is None else sorted({p["name"] for p in s.packages if p["name"] in units})
+    attrs = {"command": s.tags.get("Commandline"), "requested_by": s.tags.get("Requested-By"),
+             "packages": s.packages, "end": iso_z(end), "error": s.tags.get("Error"), "ships_units": ships}
+    cmd = attrs["command"]
+    summary = f"apt transaction: {cmd[:120] + ('…' if len(cmd) > 120 else '') if cmd else 'no Commandline'}" \
+              f" ({len(s.packages)} package{'' if len(s.packages) == 1 else 's'})"
+    if "Comment" in s.tags:
+        summary += f"; comment: {s.tags['Comment'][:80]}"
+    if attrs["error"]:
+        summary += f"; Error: {attrs['error'][:120]}"
+    if not ended:
+        summary += "; no End-Date (interrupted, or still running at collection)"
+    return Event(at, "apt", "package.transaction", summary, attrs, {"artifact": rel, "line": s.line},
+                 s.text, flags), end
+
+
+# -- unattended-upgrades.log -----------------------------------------------------------------------
+@dataclass
+class _Run:
+    line: int
+    first: datetime
+    text: str
+    last: datetime
+    openers: set = field(default_factory=set)
+    packages: list | None = None  #: None until a "Packages that will be upgraded" line
+    result: str | None = None
+
+
+def _new_run(run: _Run, p: pp.UuLine, opener: str | None) -> bool:
+    if opener is not None:  # each opening message is logged once per run
+        return opener in run.openers
+    # Translated logs have no recognisable opening message: a long silence is the only boundary
+    # left, unless an install is under way (packages planned, no result yet).
+    installing = bool(run.packages) and run.result is None
+    return (p.when - run.last).total_seconds() > RUN_GAP_S and not installing
+
+
+def _uu_events(path, rel, tz, units, problems):
+    bad = pp.LineProblems(rel, problems)
+    run = None
+    for n, text in pp.read_lines(path, rel, problems):
+        p = pp.parse_uu_line(text)
+        if p is None:  # continuation of a multi-line message (traceback) belongs to the run
+            if run is None and text.strip():
+                bad.add(n, "no timestamp: " + text[:80])
+            continue
+        opener = pp.uu_opener(p.message)
+        if run is not None and _new_run(run, p, opener):
+            yield _run_event(run, rel, tz)
+            run = None
+        if run is None:
+            run = _Run(n, p.when, p.time_text, p.when)
+        if opener:
+            run.openers.add(opener)
+        run.last = max(run.last, p.when)
+        planned = pp.uu_packages(p.message)
+        if planned is not None:
+            run.packages = (run.packages or []) + planned
+        result = pp.uu_result(p.level, p.message)
+        if result and run.result != "failed":
+            run.result = result
+    if run:
+        yield _run_event(run, rel, tz)
+    bad.flush()
+
+
+def _run_event(run: _Run, rel, tz):
+    at, flags = localize(run.first, tz)
+    end, end_flags = localize(run.last, tz)
+    flags += tuple(f for f in end_flags if f not in flags)
+    packages = run.packages or []
+    # Older u-u logs say "Packages that will be upgraded: " (empty) and stop when there is nothing to do.
+    result = run.result or ("nothing-to-do" if run.packages == [] else None)
+    attrs = {"end": iso_z(end), "packages": packages, "result": result}
+    n = len(packages)
+    summary = f"unattended-upgrades run: {n} package{'' if n == 1 else 's'} to upgrade" \
+              f"{': ' + ' '.join(packages[:5]) + (' …' if n > 5 else '') if n else ''}" \
+              f", result {result or 'not logged'}"
+    return Event(at, "unattended-upgrades", "package.unattended-run", summary, attrs,
+                 {"artifact": rel, "line": run.line}, run.text, flags), end

@@ -1,0 +1,130 @@
+"""Analysis: read a bundle into events, correlate, and build the ``gpu-forensics/analysis/v1`` JSON.
+
+Reads only the bundle (never the live host), so ``analyze`` gives the same report on a laptop a
+week later. The dict returned by :func:`analyze` is the contract of ../shared/DESIGN.md "Analysis
+JSON"; reports render it and compute nothing of their own.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from .artifact import Status
+from .bundle import Bundle
+from .correlator import correlate, window_text
+from .events import Event, Reading
+from .timeutil import human, iso_z, local_iso
+from .verdicts import describe_requester
+
+SCHEMA = "gpu-forensics/analysis/v1"
+
+
+def read_all(bundle: Bundle):
+    """Run every collector's ``read`` over the bundle. Returns ``(node facts, events sorted by time,
+    coverage list, merged facts, problems)``. A collector that raises becomes a problem, not a crash."""
+    from collectors import COLLECTORS, node as node_collector
+
+    nf = node_collector.facts(bundle)
+    events: list[Event] = []
+    coverage, facts, problems = [], {}, []
+    for mod in COLLECTORS:
+        name = mod.__name__.rsplit(".", 1)[-1]
+        try:
+            r: Reading = mod.read(bundle, nf)
+        except Exception as e:  # keep the other sources' evidence
+            problems.append({"artifact": name, "message": f"reading failed: {type(e).__name__}: {e}"})
+            continue
+        events.extend(r.events)
+        coverage.extend(r.coverage)
+        facts.update(r.facts)
+        problems.extend(r.problems)
+    if not nf.systemd_version and facts.get("systemd_version"):
+        nf.systemd_version = facts["systemd_version"]
+    events.sort(key=lambda e: e.at)
+    return nf, events, coverage, facts, problems
+
+
+def _timeline_entry(e: Event, tz) -> dict:
+    return {"at": iso_z(e.at), "local": local_iso(e.at, tz), "source": e.source, "kind": e.kind,
+            "summary": e.summary, "attrs": e.attrs, "evidence": e.evidence, "original": e.original,
+            "flags": list(e.flags)}
+
+
+def _cause_json(c, tz) -> dict:
+    return {"kind": c.kind, "verdict": c.verdict, "at": iso_z(c.at), "local": local_iso(c.at, tz),
+            "requested_by": c.requested_by, "evidence": c.evidence, "gaps": c.gaps, "reason": c.reason}
+
+
+def verdict_sentence(inc, cause, tz) -> str:
+    """One sentence per verdict for the top of the report: what, when (node time and UTC), by whom,
+    how sure and why."""
+    when = human(cause.at, tz)
+    name = {"daemon-reload": "a systemd daemon-reload", "package-transaction": "a package transaction",
+            "reboot": "a reboot"}.get(cause.kind, cause.kind)
+    head = f"Incident {inc.id} ({inc.label or window_text(inc)}): "
+    if cause.verdict == "confirmed":
+        if cause.kind == "daemon-reload":
+            by = describe_requester(cause.requested_by)
+            basis = {"caller-line": "systemd logged the caller", "inferred": "the requester is inferred"}.get(
+                (cause.requested_by or {}).get("basis"), "the requester is unknown")
+            return (f"{head}{name} is CONFIRMED at {when}, {by}; PID 1 logged the reload inside the window "
+                    f"and {basis}.")
+        return f"{head}{name} is CONFIRMED at {when}. {cause.reason}"
+    if cause.verdict == "inferred":
+        return f"{head}{name} is INFERRED, not confirmed: {cause.reason}"
+    if cause.verdict == "excluded":
+        return f"{head}{name} is EXCLUDED: {cause.reason}"
+    return f"{head}{name} is UNDETERMINED: {cause.reason}"
+
+
+def analyze(bundle: Bundle) -> dict:
+    """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``)."""
+    nf, events, coverage, facts, problems = read_all(bundle)
+    m = bundle.manifest
+    preconditions = facts.get("preconditions") or {"systemd_cgroup": None, "gpu_outside_spec": None}
+    incidents, cov = correlate(m, events, coverage, preconditions)
+    tz = nf.tz
+    for inc in incidents:
+        events.append(Event(inc.start, "incident", "incident.start", f"{inc.id} last known good", {"incident": inc.id}))
+        events.append(Event(inc.end, "incident", "incident.end", f"{inc.id} first known bad", {"incident": inc.id}))
+    events.sort(key=lambda e: e.at)
+    manifest_bytes = bundle.path("manifest.json").read_bytes()
+    artifacts = bundle.artifacts()
+    return {
+        "schema": SCHEMA,
+        "node": m.get("node") or nf.hostname,
+        "collected_at": (m.get("collection") or {}).get("start"),
+        "timezone": {"name": nf.tz_name, "utc_offset": (m.get("timezone") or {}).get("utc_offset")},
+        "node_facts": {"boot_time": iso_z(nf.boot_time), "boot_id": nf.boot_id, "kernel": nf.kernel,
+                       "os": nf.os_release.get("PRETTY_NAME"), "systemd_version": nf.systemd_version,
+                       "systemd_version_basis": (m.get("node_facts") or {}).get("systemd_version_basis")
+                       or facts.get("systemd_version_basis"),
+                       "package_versions": facts.get("package_versions", {})},
+        "verdicts": [verdict_sentence(inc, c, tz) for inc in incidents for c in inc.causes
+                     if c.verdict in ("confirmed", "inferred")]
+        or [verdict_sentence(inc, inc.causes[0], tz) for inc in incidents],
+        "incidents": [{"id": inc.id, "symptom": inc.symptom, "label": inc.label, "origin": inc.origin,
+                       "window": {"start": iso_z(inc.start), "end": iso_z(inc.end),
+                                  "start_local": local_iso(inc.start, tz), "end_local": local_iso(inc.end, tz)},
+                       "evidence": inc.evidence, "notes": inc.notes,
+                       "causes": [_cause_json(c, tz) for c in inc.causes]} for inc in incidents],
+        "exposure": facts.get("exposure") or {
+            "assessed": False, "reason": "container and runtime evidence not in this bundle",
+            "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
+            "device_list_strategy": None, "pass_device_specs": None, "containers": []},
+        "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
+                 for c in cov.values()],
+        "problems": problems,
+        "bundle": {"path": str(bundle.source), "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
+                   "command_line": m.get("command_line"), "collection": m.get("collection"),
+                   "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
+                   "artifacts": [a.to_json() for a in artifacts],
+                   "missing": [a.to_json() for a in artifacts if a.status in (Status.UNREADABLE, Status.ERROR)]},
+        "timeline": [_timeline_entry(e, tz) for e in events],
+    }
+
+
+def analysed_at() -> str:
+    """Now, ISO UTC (for report footers)."""
+    from datetime import timezone
+    return iso_z(datetime.now(timezone.utc).replace(microsecond=0))

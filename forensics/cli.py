@@ -1,0 +1,256 @@
+"""Command line (../shared/DESIGN.md "Command line"; stable, scripts depend on it).
+
+Exit codes: 0 done; 1 done but evidence missing or unreadable; 2 usage error; 3 bundle invalid or
+tampered.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__
+from .artifact import Status
+from .bundle import Bundle, BundleError, verify
+from .timeutil import parse_iso
+
+EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
+PROJECT = Path(__file__).resolve().parent.parent
+SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
+
+
+class UsageError(Exception):
+    """Bad input from the user; printed as one line with a hint, exit code 2."""
+
+
+def parse_incident(text: str) -> dict:
+    """``START..END[=LABEL]`` (ISO 8601 with offsets) to ``{"start", "end", "label"}`` in UTC.
+    Raises :class:`UsageError` for anything else."""
+    m = re.fullmatch(r"\s*([^.=]+?)\s*\.\.\s*([^=]+?)\s*(?:=(.*))?", text)
+    if not m:
+        raise UsageError(f"--incident {text!r}: expected START..END[=LABEL], e.g. "
+                         "2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
+    try:
+        s, e = parse_iso(m.group(1)), parse_iso(m.group(2))
+    except ValueError as exc:
+        raise UsageError(f"--incident {text!r}: {exc}") from None
+    if e < s:
+        raise UsageError(f"--incident {text!r}: END is before START")
+    from .timeutil import iso_z
+    return {"start": iso_z(s), "end": iso_z(e), "label": m.group(3) or None, "text": text}
+
+
+def _collect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default="/", help="host root as this process sees it (/ on the node, /host in a pod)")
+    p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
+                                 "(default ./gpu-forensics-<node>-<UTC time>)")
+    p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
+                   help="incident window, ISO 8601 with offsets; repeatable")
+    p.add_argument("--journal-dir", action="append", default=[], metavar="DIR",
+                   help="extra journal directory or file to read (besides those under --root)")
+    p.add_argument("--since", help="only scan journal entries at or after this ISO 8601 time")
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (metrics evidence)")
+    p.add_argument("--dcgm-url", metavar="URL", help="dcgm-exporter /metrics URL")
+    p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
+    p.add_argument("--probe", action="store_true", help="open() each GPU device inside each container (opt-in)")
+
+
+def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
+    if bundle:
+        p.add_argument("bundle", help="bundle directory or .tar.gz")
+    p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
+    p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
+    p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for every subcommand."""
+    ex = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog="gpu-forensics", formatter_class=ex,
+                                description="Snapshot a GPU node's evidence before deleting a broken pod, and explain it.",
+                                epilog="example: sudo gpu-forensics run --incident 2026-09-02T13:00+09:00..2026-09-02T13:10+09:00")
+    p.add_argument("--version", action="version", version=f"gpu-forensics {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="copy the evidence into a bundle (read-only on the host)", formatter_class=ex,
+                       epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz")
+    _collect_args(c)
+    a = sub.add_parser("analyze", help="rebuild the timeline and verdicts from a bundle", formatter_class=ex,
+                       epilog="example: gpu-forensics analyze node3.tar.gz --html report.html")
+    _analyze_args(a, bundle=True)
+    r = sub.add_parser("run", help="collect, then analyze", formatter_class=ex,
+                       epilog="example: sudo gpu-forensics run --incident 2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
+    _collect_args(r)
+    _analyze_args(r, bundle=False)
+    t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
+                       epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
+    t.add_argument("bundle")
+    t.add_argument("--format", choices=["table", "csv", "jsonl"], default="table")
+    v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
+                       epilog="example: gpu-forensics verify node3.tar.gz")
+    v.add_argument("bundle")
+    d = sub.add_parser("demo", help="collect and analyze the embedded sample node", formatter_class=ex,
+                       epilog="example: gpu-forensics demo --out /tmp/demo")
+    d.add_argument("--out", default="gpu-forensics-demo", help="folder for the demo bundle and reports")
+    return p
+
+
+def _default_out(node: str | None) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path(f"gpu-forensics-{node or 'node'}-{stamp}")
+
+
+def _report_paths(args, bundle_path: Path) -> tuple[Path, Path, Path]:
+    base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
+    d = bundle_path.with_name(base + "-report")
+    return (Path(args.html) if args.html else d / "report.html",
+            Path(args.markdown) if args.markdown else d / "report.md",
+            Path(args.json) if args.json else d / "analysis.json")
+
+
+def _log(msg: str) -> None:
+    if sys.stderr.isatty():
+        print(f"gpu-forensics: {msg}", file=sys.stderr)
+
+
+def cmd_collect(args, argv) -> tuple[Path, int]:
+    from .collect import collect
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UsageError(f"--root {root}: not a directory (give the host's root, e.g. / or /host)")
+    incidents = [parse_incident(x) for x in args.incident]
+    since = None
+    if args.since:
+        try:
+            since = parse_iso(args.since)
+        except ValueError as e:
+            raise UsageError(f"--since: {e}") from None
+    for j in args.journal_dir:
+        if not Path(j).exists():
+            raise UsageError(f"--journal-dir {j}: no such file or directory")
+    out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
+    try:
+        path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir, since=since,
+                                     node_name=args.node, argv=argv, log=_log, probe=args.probe,
+                                     prometheus=args.prometheus, dcgm_url=args.dcgm_url)
+    except FileExistsError as e:
+        raise UsageError(str(e)) from None
+    bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
+    print(f"bundle: {path}\nmanifest.json sha256: {digest}")
+    for a in bad:
+        print(f"  {a.status.value}: {a.source}" + (f" (errno {a.errno})" if a.errno else "")
+              + (f": {a.message}" if a.message else ""), file=sys.stderr)
+    if bad and os.geteuid() != 0:
+        print("  hint: run as root to read what is unreadable here", file=sys.stderr)
+    return path, EXIT_MISSING if bad else EXIT_OK
+
+
+def _hostname(root: Path) -> str | None:
+    from . import hostfs
+    try:
+        return hostfs.read_text(root, "/etc/hostname", 256).strip() or None
+    except OSError:
+        return None
+
+
+def cmd_analyze(bundle_path: Path, args) -> int:
+    from reports import render
+    from .analysis import analyze
+    b = Bundle.open(bundle_path)
+    a = analyze(b)
+    html, md, js = _report_paths(args, bundle_path)
+    written = render.write(a, html, md, js)
+    for s in a["verdicts"]:
+        print(s)
+    for p in written:
+        print(f"wrote {p}")
+    return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
+
+
+def cmd_timeline(args) -> int:
+    from .analysis import analyze
+    a = analyze(Bundle.open(args.bundle))
+    rows = a["timeline"]
+    if args.format == "jsonl":
+        for e in rows:
+            print(json.dumps(e, default=str))
+    elif args.format == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(["at", "local", "source", "kind", "summary", "artifact", "line", "cursor"])
+        for e in rows:
+            ev = e.get("evidence") or {}
+            w.writerow([e["at"], e["local"], e["source"], e["kind"], e["summary"], ev.get("artifact", ""),
+                        ev.get("line", ""), ev.get("cursor", "")])
+    else:
+        for e in rows:
+            print(f"{e['local']:<32} {e['source']:<20} {e['kind']:<24} {e['summary']}")
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    problems = verify(args.bundle)
+    if problems:
+        for p in problems:
+            print(p)
+        print(f"{args.bundle}: bundle does NOT match its manifest ({len(problems)} problems)")
+        return EXIT_INVALID
+    print(f"{args.bundle}: OK, every artifact matches its SHA-256")
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    sys.path.insert(0, str(PROJECT / "samples"))
+    import build as sample_build  # samples/build.py
+    sample_build.ensure_journal()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bundle = out / f"bundle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    argv = ["gpu-forensics", "collect", "--root", str(SAMPLE_ROOT), "--out", str(bundle)]
+    for inc in sample_build.INCIDENTS:
+        argv += ["--incident", inc]
+    ns = build_parser().parse_args(argv[1:])
+    path, _rc = cmd_collect(ns, argv)
+    ns_a = argparse.Namespace(html=str(out / "report.html"), markdown=str(out / "report.md"),
+                              json=str(out / "analysis.json"))
+    cmd_analyze(path, ns_a)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gpu-forensics`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    full = ["gpu-forensics"] + argv
+    try:
+        if args.cmd == "collect":
+            return cmd_collect(args, full)[1]
+        if args.cmd == "analyze":
+            return cmd_analyze(Path(args.bundle), args)
+        if args.cmd == "run":
+            path, rc = cmd_collect(args, full)
+            rc2 = cmd_analyze(path, args)
+            return max(rc, rc2)
+        if args.cmd == "timeline":
+            return cmd_timeline(args)
+        if args.cmd == "verify":
+            return cmd_verify(args)
+        if args.cmd == "demo":
+            return cmd_demo(args)
+    except UsageError as e:
+        print(f"gpu-forensics: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BundleError as e:
+        print(f"gpu-forensics: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        return EXIT_OK
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Correlator: incidents and their windows, the verdict of each candidate cause, and the gaps.
+
+Input is only what was read from the bundle (events, coverage, node facts, the manifest's
+``--incident`` windows), so the same bundle always gives the same findings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from . import verdicts
+from .events import Coverage, Event
+from .timeutil import iso_z, parse_iso
+
+#: sources whose current file is appended to until collection, so silence after its last line is
+#: evidence, provided that current file itself was collected (rotations alone prove nothing after them)
+APPEND_ONLY = {"dpkg": "/var/log/dpkg.log", "apt": "/var/log/apt/history.log",
+               "unattended-upgrades": "/var/log/unattended-upgrades/unattended-upgrades.log"}
+
+
+@dataclass
+class Incident:
+    """An incident window: ``start`` = last known good, ``end`` = first known bad (UTC)."""
+
+    id: str
+    symptom: str
+    start: datetime
+    end: datetime
+    origin: str
+    label: str | None = None
+    evidence: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    causes: list[verdicts.Cause] = field(default_factory=list)
+
+
+def coverage_map(coverage: list[Coverage], collected_at: datetime | None,
+                 collected_sources: set[str] = frozenset()) -> dict[str, Coverage]:
+    """One Coverage per source name. An append-only package log whose current file was collected
+    (its host path is in ``collected_sources``) covers up to the collection time: it would hold any
+    later transaction."""
+    out: dict[str, Coverage] = {}
+    for c in coverage:
+        if APPEND_ONLY.get(c.source) in collected_sources and c.start and collected_at:
+            c = Coverage(c.source, c.start, max(c.end or collected_at, collected_at),
+                         c.reason + "; the log was still being written at collection")
+        out[c.source] = c
+    return out
+
+
+def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dict[str, Coverage]) -> list[Incident]:
+    """Incidents from ``--incident`` (stored in the manifest) and from NVML/CUDA error lines.
+
+    An error line opens an incident for its pod (or unit) unless an earlier incident already holds it
+    or no healthy marker for that pod came since the previous error (it is the same outage). The
+    window runs from the last healthy marker for the same pod to the first error; without one it
+    starts at the journal's first entry and a note says so. Raises ``ValueError`` for a malformed
+    manifest incident.
+    """
+    out: list[Incident] = []
+    for i, spec in enumerate(manifest_incidents, 1):
+        s, e = parse_iso(spec["start"]), parse_iso(spec["end"])
+        out.append(Incident(f"I{i}", spec.get("symptom") or "GPU lost inside the pod (window given with --incident)",
+                            s, e, "--incident", spec.get("label")))
+    errors = [e for e in events if e.kind == "journal.nvml-error"]
+    healthy = [e for e in events if e.kind == "journal.healthy"]
+    last_error: dict[str, datetime] = {}
+    for err in errors:
+        key = err.attrs.get("pod") or err.attrs.get("unit") or err.attrs.get("identifier") or "?"
+        good = [h for h in healthy if (h.attrs.get("pod") or h.attrs.get("unit") or h.attrs.get("identifier")) == key
+                and h.at <= err.at]
+        last_good = good[-1] if good else None
+        if key in last_error and (last_good is None or last_good.at < last_error[key]):
+            continue  # the same outage goes on
+        last_error[key] = err.at
+        if any(inc.start <= err.at <= inc.end for inc in out):
+            continue
+        j = cov.get("journal")
+        start = last_good.at if last_good else (j.start if j and j.start else err.at)
+        inc = Incident(f"I{len(out) + 1}", f"{err.attrs.get('message') or err.summary} ({key})", start, err.at,
+                       "journal", evidence=[verdicts.cite(err)] + ([verdicts.cite(last_good)] if last_good else []))
+        if not last_good:
+            inc.notes.append("no healthy marker before the first error: the window starts at the journal's first entry")
+        out.append(inc)
+    for n, inc in enumerate(sorted(out, key=lambda x: x.end), 1):
+        inc.id = f"I{n}"
+    return sorted(out, key=lambda x: x.end)
+
+
+def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict) -> tuple[list[Incident], dict[str, Coverage]]:
+    """Weigh every cause in :data:`forensics.verdicts.RULES` for every incident.
+
+    ``events`` must be sorted by time. Returns ``(incidents with causes, coverage by source)``.
+    """
+    collected = (manifest.get("collection") or {}).get("start")
+    done = {a.get("source") for a in manifest.get("artifacts", []) if a.get("status") == "collected"}
+    cov = coverage_map(coverage, parse_iso(collected) if collected else None, done)
+    incidents = incidents_from(manifest.get("incidents") or [], events, cov)
+    for inc in incidents:
+        inc.causes = [
+            verdicts.daemon_reload(inc.start, inc.end, events, cov, preconditions),
+            verdicts.package_transaction(inc.start, inc.end, events, cov),
+            verdicts.reboot(inc.start, inc.end, events, cov, (manifest.get("node_facts") or {}).get("boot_id")),
+        ]
+    return incidents, cov
+
+
+def window_text(inc: Incident) -> str:
+    """``2026-09-02T04:04:58Z .. 2026-09-02T04:05:27Z``"""
+    return f"{iso_z(inc.start)} .. {iso_z(inc.end)}"

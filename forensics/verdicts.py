@@ -1,0 +1,237 @@
+"""One verdict rule per cause kind, read like the postmortem (../shared/DESIGN.md "Verdicts").
+
+Each rule gets the incident window ``[start, end]`` (UTC; ``start`` is the last known good, ``end``
+the first known bad), the timeline and the coverage of every source, and returns a :class:`Cause`:
+the verdict (``confirmed | inferred | excluded | undetermined``), the evidence it rests on, the gaps
+that limit it, and one sentence for the reader. A cause is never stated with more certainty than the
+evidence allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .events import Coverage, Event
+from .timeutil import human, iso_z
+
+CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded", "undetermined"
+#: how far before a reload without a caller line we look for what requested it
+REQUESTER_LOOKBACK = timedelta(seconds=300)
+#: dpkg actions that run maintainer scripts (and with them ``systemctl daemon-reload``)
+SCRIPTED_ACTIONS = {"install", "upgrade", "configure", "remove", "purge", "trigproc"}
+
+
+@dataclass
+class Cause:
+    """A candidate cause with its verdict. ``at`` is UTC or ``None``; ``evidence`` items are
+    ``{"artifact", "line"|"cursor", "summary", "at"}``; ``gaps`` are sentences naming what a
+    source did not cover."""
+
+    kind: str
+    verdict: str
+    reason: str
+    at: datetime | None = None
+    requested_by: dict | None = None
+    evidence: list[dict] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+
+
+def cite(e: Event) -> dict:
+    """The evidence record for an event: where it is in the bundle, when, and what it says."""
+    d = {"at": iso_z(e.at), "source": e.source, "kind": e.kind, "summary": e.summary}
+    d.update(e.evidence)
+    return d
+
+
+def _in(events: list[Event], kind: str, start: datetime, end: datetime) -> list[Event]:
+    return [e for e in events if e.kind == kind and start <= e.at <= end]
+
+
+def covers(cov: Coverage | None, start: datetime, end: datetime) -> bool:
+    """True when the source's span holds the whole window."""
+    return bool(cov and cov.start and cov.end and cov.start <= start and cov.end >= end)
+
+
+def gap_sentence(name: str, cov: Coverage | None, start: datetime, end: datetime) -> str | None:
+    """Why ``name`` does not cover ``[start, end]``, or ``None`` when it does."""
+    if cov is None or cov.start is None:
+        return f"{name}: no data ({cov.reason if cov else 'not collected'})"
+    if cov.start > start:
+        return f"{name} holds data from {iso_z(cov.start)} only; the window starts {iso_z(start)} ({cov.reason})"
+    if cov.end and cov.end < end:
+        return f"{name} ends {iso_z(cov.end)}; the window ends {iso_z(end)}"
+    return None
+
+
+def daemon_reload(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage],
+                  preconditions: dict) -> Cause:
+    """``systemctl daemon-reload`` (or SIGHUP to PID 1) inside the window.
+
+    confirmed: a PID-1 reload line in the window, and no precondition is known to fail;
+    inferred: no reload line, but the journal does not cover the window and the mechanism fits;
+    excluded: the journal covers the window and holds no reload, or a precondition fails
+    (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules);
+    undetermined: there is no journal at all.
+    ``preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None.
+    """
+    j = cov.get("journal")
+    failed = [k for k, v in preconditions.items() if v is False]
+    unknown = [k for k, v in preconditions.items() if v is None]
+    gaps = [g for g in [gap_sentence("journal", j, start, end)] if g]
+    pre_note = (f" Preconditions not yet assessed from the bundle: {', '.join(unknown)}." if unknown else "")
+    reloads = _in(events, "journal.reload", start, end)
+    if failed:
+        return Cause("daemon-reload", EXCLUDED, f"A reload cannot revoke the GPU here: {', '.join(failed)} "
+                     f"does not hold.", evidence=[cite(e) for e in reloads], gaps=gaps)
+    if reloads:
+        first = reloads[0]
+        req = requester(first, events)
+        more = f" ({len(reloads)} reloads in the window; the first one revokes the device rules)" \
+            if len(reloads) > 1 else ""
+        by = describe_requester(req)
+        return Cause("daemon-reload", CONFIRMED,
+                     f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
+                     f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.{pre_note}",
+                     at=first.at, requested_by=req, evidence=[cite(e) for e in reloads] + req.pop("_evidence", []),
+                     gaps=gaps)
+    if j is None or j.start is None:
+        return Cause("daemon-reload", UNDETERMINED, "No journal could be read, so no source can show or rule "
+                     "out a reload in the window.", gaps=gaps)
+    if covers(j, start, end):
+        return Cause("daemon-reload", EXCLUDED, f"The journal covers the whole window ({iso_z(j.start)} .. "
+                     f"{iso_z(j.end)}) and PID 1 logged no reload in it.", gaps=gaps)
+    return Cause("daemon-reload", INFERRED,
+                 "No reload line in the part of the window the journal covers, but the journal does not cover "
+                 f"all of it: {gaps[0]}. A reload in the uncovered part fits the symptom.{pre_note}", gaps=gaps)
+
+
+def requester(reload: Event, events: list[Event]) -> dict:
+    """Who asked for ``reload``: the caller line when systemd logged one (``basis: caller-line``),
+    else the most specific activity in the :data:`REQUESTER_LOOKBACK` before it (``basis:
+    inferred``, with that activity as ``_evidence``), else ``basis: unknown``."""
+    a = reload.attrs
+    if a.get("requester_pid") is not None:
+        return {"unit": a.get("requester_unit"), "pid": a.get("requester_pid"), "comm": a.get("requester_comm"),
+                "basis": "caller-line", "_evidence": []}
+    lo, hi = reload.at - REQUESTER_LOOKBACK, reload.at + timedelta(seconds=2)
+    near = [e for e in events if lo <= e.at <= hi and e is not reload]
+    sighup = [e for e in near if e.kind == "journal.sighup"]
+    if sighup:
+        s = sighup[-1]
+        return {"unit": None, "pid": s.attrs.get("sender_pid"), "comm": s.attrs.get("sender_comm"),
+                "basis": "caller-line", "_evidence": [cite(s)]}
+    for pick in (_sudo_systemctl, _dpkg_script, _apt_transaction, _unattended, _unit_activity):
+        found = pick(near, reload)
+        if found:
+            who, ev = found
+            who.update({"basis": "inferred", "_evidence": [cite(ev)],
+                        "inferred_from": f"{ev.summary} at {iso_z(ev.at)}, {int((reload.at - ev.at).total_seconds())} s before the reload"})
+            return who
+    return {"unit": None, "pid": None, "comm": None, "basis": "unknown", "_evidence": []}
+
+
+def _sudo_systemctl(near, _r):
+    for e in reversed(near):
+        msg = e.attrs.get("message") or ""
+        if e.kind == "journal.requester" and e.attrs.get("identifier") == "sudo" and "systemctl" in msg:
+            return {"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"), "comm": "sudo"}, e
+
+
+def _dpkg_script(near, _r):
+    for e in reversed(near):
+        if e.kind == "package.dpkg-action" and e.attrs.get("action") in SCRIPTED_ACTIONS:
+            return {"unit": None, "pid": None, "comm": "dpkg", "package": e.attrs.get("package")}, e
+
+
+def _apt_transaction(near, r):
+    for e in reversed(near):
+        if e.kind == "package.transaction":
+            return {"unit": None, "pid": None, "comm": "apt", "command": e.attrs.get("command")}, e
+
+
+def _unattended(near, r):
+    for e in reversed(near):
+        if e.kind == "package.unattended-run":
+            return {"unit": "apt-daily-upgrade.service", "pid": None, "comm": "unattended-upgrade"}, e
+
+
+def _unit_activity(near, r):
+    for e in reversed(near):
+        if e.kind in ("journal.requester", "journal.unit") and (e.attrs.get("unit") or e.attrs.get("identifier")):
+            return {"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"),
+                    "comm": e.attrs.get("comm") or e.attrs.get("identifier")}, e
+
+
+def describe_requester(req: dict | None) -> str:
+    """One clause for the report: 'requested by snapd.service (PID 48211, systemctl)'."""
+    if not req or req.get("basis") == "unknown":
+        return "what requested it is unknown (systemd logged no caller and nothing ran just before)"
+    name = req.get("unit") or req.get("package") and f"dpkg ({req['package']})" or req.get("comm") or "unknown"
+    detail = ", ".join(x for x in [f"PID {req['pid']}" if req.get("pid") else "", req.get("comm") or ""] if x)
+    text = f"requested by {name}" + (f" ({detail})" if detail and req.get("unit") else "")
+    if req.get("basis") == "inferred":
+        text += f" (inferred: {req.get('inferred_from')})"
+    return text
+
+
+def package_transaction(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage]) -> Cause:
+    """A package transaction (apt stanza, dpkg action, unattended-upgrades run) inside the window.
+
+    confirmed when dpkg.log or apt history.log shows one; excluded when at least one of them covers
+    the whole window and shows none; undetermined otherwise.
+    """
+    kinds = ("package.transaction", "package.dpkg-action", "package.unattended-run")
+    hits = [e for e in events if e.kind in kinds and start <= e.at <= end
+            and not (e.kind == "package.dpkg-action" and e.attrs.get("action") == "startup")]
+    names = [n for n in ("dpkg", "apt", "unattended-upgrades") if n in cov]
+    covering = [n for n in ("dpkg", "apt") if covers(cov.get(n), start, end)]
+    gaps = [g for n in names if (g := gap_sentence(n, cov.get(n), start, end))]
+    if hits:
+        first = hits[0]
+        units = sorted({p for e in hits for p in (e.attrs.get("ships_units") if isinstance(e.attrs.get("ships_units"), list)
+                                                  else ([e.attrs.get("package")] if e.attrs.get("ships_units") else []))})
+        tail = (f" Packages with systemd units changed ({', '.join(units[:5])}); their maintainer scripts run "
+                "`systemctl daemon-reload`.") if units else ""
+        return Cause("package-transaction", CONFIRMED, f"{len(hits)} package log entries fall inside the window, the "
+                     f"first at {iso_z(first.at)}: {first.summary}.{tail}", at=first.at,
+                     evidence=[cite(e) for e in hits[:20]], gaps=gaps)
+    if covering:
+        spans = "; ".join(f"{n} from {iso_z(cov[n].start)}" for n in covering)
+        return Cause("package-transaction", EXCLUDED, f"Package history covers the whole window ({spans}) and "
+                     "records no install, upgrade or removal inside it.", gaps=gaps)
+    return Cause("package-transaction", UNDETERMINED, "No package log covers the window, so a transaction inside it "
+                 "can be neither shown nor ruled out.", gaps=gaps or ["no dpkg or apt history in the bundle"])
+
+
+def reboot(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage],
+           running_boot_id: str | None = None) -> Cause:
+    """A reboot inside the window: a boot whose first entry (journal) or btime (/proc/stat) falls in it.
+
+    excluded when the running boot began before the window and was still running at collection
+    (a single boot spans the window); confirmed when a boot starts inside it. A boot's first entry
+    in the journal is its start only when an earlier boot precedes it in the journal: the oldest boot
+    in a rotated journal began before its first surviving entry, and the running boot
+    (``running_boot_id``, from /proc) is dated by btime instead.
+    """
+    all_boots = [e for e in events if e.kind == "journal.boot"]
+    norm = lambda b: (b or "").replace("-", "").lower()  # noqa: E731
+    boots = [e for i, e in enumerate(all_boots) if i > 0 and start < e.at <= end
+             and not (running_boot_id and norm(e.attrs.get("boot_id")) == norm(running_boot_id))]
+    b = cov.get("boot")
+    if b and b.start and start < b.start <= end:
+        return Cause("reboot", CONFIRMED, f"The running boot started {iso_z(b.start)}, inside the window.",
+                     at=b.start, evidence=[{"artifact": "node/proc-stat", "summary": b.reason, "at": iso_z(b.start)}])
+    if boots:
+        return Cause("reboot", CONFIRMED, f"The journal shows a new boot at {iso_z(boots[0].at)}, inside the window.",
+                     at=boots[0].at, evidence=[cite(e) for e in boots])
+    if covers(b, start, end):
+        return Cause("reboot", EXCLUDED, f"A single boot spans the window: {b.reason}, and it was still running at "
+                     "collection.", evidence=[{"artifact": "node/proc-stat", "summary": b.reason, "at": iso_z(b.start)}])
+    j = cov.get("journal")
+    if covers(j, start, end):
+        return Cause("reboot", EXCLUDED, "The journal covers the window and shows no new boot inside it.")
+    return Cause("reboot", UNDETERMINED, "Neither the boot time nor the journal covers the window.",
+                 gaps=[g for g in [gap_sentence("journal", j, start, end), gap_sentence("boot", b, start, end)] if g])
+
+
+RULES = {"daemon-reload": daemon_reload, "package-transaction": package_transaction, "reboot": reboot}

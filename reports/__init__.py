@@ -1,0 +1,1 @@
+"""Renderers for the analysis dict: self-contained HTML, Markdown for the ticket, and JSON."""

@@ -1,0 +1,69 @@
+"""Render the ``gpu-forensics/analysis/v1`` dict (forensics/analysis.py) as HTML, Markdown or JSON.
+
+Renderers compute nothing the JSON does not hold; they only choose what to show. HTML goes through
+jinja2 with autoescape on, so every string from the evidence (journal messages, package names,
+command lines) is shown as text, never run.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import jinja2
+from dateutil import parser as _dparser
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
+                          autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+                          trim_blocks=True, lstrip_blocks=True)
+_MD_ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True)
+#: dpkg actions are shown only this close to an incident window; the JSON keeps all of them
+NEAR = timedelta(hours=1)
+
+
+def _shown_timeline(a: dict) -> tuple[list[dict], int]:
+    windows = [(_dparser.isoparse(i["window"]["start"]) - NEAR, _dparser.isoparse(i["window"]["end"]) + NEAR)
+               for i in a["incidents"]]
+    shown, hidden = [], 0
+    for e in a["timeline"]:
+        if e["kind"] in ("package.dpkg-action", "journal.requester", "journal.reload-finished"):
+            t = _dparser.isoparse(e["at"])
+            if not any(lo <= t <= hi for lo, hi in windows):
+                hidden += 1
+                continue
+        shown.append(e)
+    return shown, hidden
+
+
+def html(a: dict) -> str:
+    """The self-contained HTML postmortem (no external CSS, JS or fonts)."""
+    shown, hidden = _shown_timeline(a)
+    return _ENV.get_template("report.html.j2").render(a=a, timeline=shown, hidden=hidden,
+                                                       generated=_now())
+
+
+def markdown(a: dict) -> str:
+    """Paste-ready Markdown for a Jira or GitHub ticket."""
+    return _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
+
+
+def to_json(a: dict) -> str:
+    """The analysis as indented JSON."""
+    return json.dumps(a, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None) -> list[Path]:
+    """Write whichever outputs have a path; returns the paths written."""
+    done = []
+    for path, fn in ((html_path, html), (md_path, markdown), (json_path, to_json)):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(fn(a), encoding="utf-8")
+            done.append(Path(path))
+    return done
+
+
+def _now() -> str:
+    from datetime import timezone
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up gpu-forensics on a fresh Debian 12 (bookworm) machine: Debian packages, then a virtual
+# environment in .venv with the project installed in editable mode.
+#   bash scripts/setup-debian.sh          # what the demo needs
+#   bash scripts/setup-debian.sh --test   # plus what the tests need
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+pkgs=(python3 python3-venv python3-dev gcc pkg-config libsystemd-dev systemd-journal-remote)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(zstd util-linux)
+fi
+missing=()
+for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/python -m pip install -q -e '.[test]'
+else
+  .venv/bin/python -m pip install -q -e .
+fi
+.venv/bin/python samples/build.py >/dev/null

@@ -1,0 +1,126 @@
+"""The evidence bundle: statuses, hashes, verify, tar.gz, atomic writing, unreadable vs absent."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from forensics.artifact import Status
+from forensics.bundle import Bundle, BundleError, BundleWriter, verify
+from forensics.cli import main
+from privdrop import run_as_nobody
+
+
+def _root(tmp_path: Path) -> Path:
+    root = tmp_path / "host"
+    (root / "var/log").mkdir(parents=True)
+    (root / "var/log/dpkg.log").write_text("2026-06-11 06:32:09 startup archives unpack\n")
+    (root / "etc").mkdir()
+    (root / "etc/hostname").write_text("gpu-7\n")
+    return root
+
+
+def _write(tmp_path, out_name="b"):
+    root = _root(tmp_path)
+    w = BundleWriter(tmp_path / out_name)
+    a1 = w.copy(root, "/var/log/dpkg.log", "packages/dpkg/dpkg.log")
+    a2 = w.copy(root, "/var/log/apt/history.log", "packages/apt/history.log")
+    with w.create("journal/entries.jsonl", "/var/log/journal", "journal-reader") as fh:
+        fh.write('{"MESSAGE": "Reloading."}\n')
+    path, digest = w.finish()
+    return path, digest, a1, a2
+
+
+def test_statuses_and_hashes(tmp_path):
+    path, digest, a1, a2 = _write(tmp_path)
+    assert a1.status is Status.COLLECTED and a1.size == 44
+    assert a2.status is Status.ABSENT and a2.errno == errno.ENOENT and a2.path is None
+    m = json.loads((path / "manifest.json").read_text())
+    recs = {r["source"]: r for r in m["artifacts"]}
+    assert recs["/var/log/apt/history.log"]["status"] == "absent"
+    import hashlib
+    assert recs["/var/log/dpkg.log"]["sha256"] == hashlib.sha256(b"2026-06-11 06:32:09 startup archives unpack\n").hexdigest()
+    assert digest == hashlib.sha256((path / "manifest.json").read_bytes()).hexdigest()
+    assert verify(path) == []
+    assert not (tmp_path / "b.incomplete").exists()
+
+
+@pytest.mark.parametrize("tamper, expected", [
+    (lambda p: (p / "packages/dpkg/dpkg.log").write_text("edited\n"), "changed: packages/dpkg/dpkg.log"),
+    (lambda p: (p / "packages/dpkg/dpkg.log").unlink(), "removed: packages/dpkg/dpkg.log"),
+    (lambda p: (p / "journal/extra.jsonl").write_text("{}\n"), "added: journal/extra.jsonl"),
+])
+def test_verify_names_the_artifact_and_exits_3(tmp_path, capsys, tamper, expected):
+    path, *_ = _write(tmp_path)
+    tamper(path)
+    assert expected in verify(path)
+    assert main(["verify", str(path)]) == 3
+    assert expected in capsys.readouterr().out
+
+
+def test_verify_detects_an_edited_manifest(tmp_path):
+    path, *_ = _write(tmp_path)
+    m = json.loads((path / "manifest.json").read_text())
+    m["node"] = "someone-else"
+    (path / "manifest.json").write_text(json.dumps(m))
+    assert any(p.startswith("manifest:") for p in verify(path))
+
+
+def test_tar_gz_bundle_round_trip(tmp_path):
+    path, *_ = _write(tmp_path, "b.tar.gz")
+    assert path.name == "b.tar.gz" and tarfile.is_tarfile(path)
+    assert verify(path) == []
+    b = Bundle.open(path)
+    assert (b.path("packages/dpkg/dpkg.log").read_text()).startswith("2026-06-11")
+
+
+def test_interrupted_collection_is_marked_incomplete(tmp_path):
+    w = BundleWriter(tmp_path / "b")
+    w.copy(_root(tmp_path), "/var/log/dpkg.log", "packages/dpkg/dpkg.log")
+    # no finish(): the process was killed
+    assert (tmp_path / "b.incomplete" / "INCOMPLETE").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(BundleError, match="INCOMPLETE"):
+        Bundle.open(tmp_path / "b.incomplete")
+
+
+def test_not_a_bundle(tmp_path, capsys):
+    (tmp_path / "plain").mkdir()
+    assert main(["verify", str(tmp_path / "plain")]) == 3
+    assert "no manifest.json" in capsys.readouterr().err
+    assert main(["analyze", str(tmp_path / "missing")]) == 3
+
+
+def test_out_is_never_overwritten(tmp_path):
+    (tmp_path / "b").mkdir()
+    with pytest.raises(FileExistsError):
+        BundleWriter(tmp_path / "b")
+
+
+def test_unprivileged_run_records_unreadable_with_errno_13(tmp_path):
+    """Mistake 1: 'permission denied' must never read as 'absent'."""
+    from forensics.collect import collect
+    import collectors  # noqa: F401  (import before dropping privileges)
+    import tempfile
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's tmp_path sits under a 0700 folder
+    os.chmod(tmp_path, 0o755)
+    root = _root(tmp_path)
+    (root / "var/log/apt").mkdir()
+    (root / "var/log/apt/history.log").write_text("Start-Date: 2026-06-11  06:32:07\n")
+    os.chmod(root / "var/log/apt/history.log", 0o600)
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    os.chmod(outdir, 0o777)
+
+    def child():
+        path, _digest, arts = collect(root, outdir / "bundle", argv=["test"])
+        return [a.to_json() for a in arts]
+
+    arts = {a["source"]: a for a in run_as_nobody(child)}
+    rec = arts["/var/log/apt/history.log"]
+    assert rec["status"] == "unreadable" and rec["errno"] == 13
+    assert arts["/var/log/dpkg.log"]["status"] == "collected"
+    assert verify(outdir / "bundle") == []

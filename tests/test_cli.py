@@ -1,0 +1,64 @@
+"""The command line: live collection, exit codes, usage errors, timeline output."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from forensics.bundle import verify
+from forensics.cli import main, parse_incident, UsageError
+
+
+def test_run_on_this_machine_gives_a_bundle_that_verifies(tmp_path, capsys):
+    out = tmp_path / "live"
+    rc = main(["run", "--root", "/", "--out", str(out), "--json", str(tmp_path / "a.json"),
+               "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md")])
+    assert rc in (0, 1)
+    assert verify(out) == []
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["collection"]["root"] == "/" and m["command_line"].startswith("gpu-forensics run --root /")
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["schema"] == "gpu-forensics/analysis/v1"
+    # the node's systemd version comes from systemctl on a live node
+    assert m["node_facts"]["systemd_version_basis"] == "systemctl --version"
+
+
+def test_tar_gz_output_and_timeline_formats(tmp_path, capsys):
+    import sys
+    sys.path.insert(0, "samples")
+    from forensics.cli import SAMPLE_ROOT
+    import build
+    build.ensure_journal()
+    out = tmp_path / "b.tar.gz"
+    assert main(["collect", "--root", str(SAMPLE_ROOT), "--out", str(out)]) == 0
+    assert verify(out) == []
+    capsys.readouterr()
+    assert main(["timeline", str(out), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    reloads = [r for r in rows if r["kind"] == "journal.reload"]
+    assert [r["at"][:19] for r in reloads] == ["2026-09-02T04:05:13", "2026-10-14T01:22:03"]
+    assert reloads[0]["local"].startswith("2026-09-02T13:05:13") and reloads[0]["local"].endswith("+09:00")
+    assert main(["timeline", str(out), "--format", "jsonl"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sum(1 for x in lines if x["kind"] == "package.transaction") == 4
+
+
+@pytest.mark.parametrize("text", ["2026-07-11..2026-08-02", "yesterday..today", "2026-08-02T00:00Z..2026-07-01T00:00Z"])
+def test_bad_incident_is_a_usage_error(text):
+    with pytest.raises(UsageError):
+        parse_incident(text)
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path, capsys):
+    assert main(["collect", "--root", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-forensics: error: --root") and "Traceback" not in err
+    assert main(["collect", "--root", "/", "--incident", "bad"]) == 2
+
+
+def test_incident_with_offsets_is_stored_in_utc():
+    assert parse_incident("2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july") == {
+        "start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z", "label": "july",
+        "text": "2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july"}

@@ -1,0 +1,62 @@
+"""Reads under --root never leave the root and never block."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from forensics import hostfs
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "root"
+    (r / "etc").mkdir(parents=True)
+    (tmp_path / "secret").write_text("host secret\n")
+    (r / "etc/ok").write_text("inside\n")
+    return r
+
+
+@pytest.mark.parametrize("target", ["/etc/ok", "../../../../etc/ok", "/../etc/ok"])
+def test_links_resolve_inside_root(root, target):
+    os.symlink(target, root / "etc/link")
+    assert hostfs.read_text(root, "/etc/link") == "inside\n"
+
+
+def test_absolute_link_to_host_file_is_taken_relative_to_root(root, tmp_path):
+    os.symlink(str(tmp_path / "secret"), root / "etc/escape")
+    with pytest.raises(FileNotFoundError):
+        hostfs.read_text(root, "/etc/escape")
+
+
+def test_dotdot_cannot_climb_out(root):
+    with pytest.raises(FileNotFoundError):
+        hostfs.read_text(root, "/../secret")
+
+
+def test_link_loop_raises_eloop(root):
+    os.symlink("b", root / "etc/a")
+    os.symlink("a", root / "etc/b")
+    with pytest.raises(OSError) as e:
+        hostfs.read_text(root, "/etc/a")
+    assert e.value.errno == 40
+
+
+def test_fifo_never_blocks(root):
+    os.mkfifo(root / "etc/fifo")
+    done = []
+    t = threading.Thread(target=lambda: done.append(pytest.raises(hostfs.NotRegularFile,
+                                                                  hostfs.read_text, root, "/etc/fifo")))
+    t.start()
+    t.join(5)
+    assert done, "opening a FIFO blocked"
+
+
+def test_localtime_style_link(root):
+    (root / "usr/share/zoneinfo/Asia").mkdir(parents=True)
+    (root / "usr/share/zoneinfo/Asia/Seoul").write_bytes(b"TZif2")
+    os.symlink("/usr/share/zoneinfo/Asia/Seoul", root / "etc/localtime")
+    assert hostfs.readlink(root, "/etc/localtime") == "/usr/share/zoneinfo/Asia/Seoul"
+    with hostfs.open_regular(root, "/etc/localtime") as f:
+        assert f.read() == b"TZif2"
