@@ -82,6 +82,7 @@ def acquire(ctx) -> None:
         else:
             ctx.writer.record(failed)
     ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
+    ctx.log(f"journal: {len(files)} files, {len(files) - len(good)} not readable by this libsystemd")
     try:
         src = _ReaderSource([fh.fileno() for fh in good]) if good else _fallback(ctx, files)
         if src:
@@ -338,7 +339,8 @@ class _JournalctlSource:
         return self._last
 
     def unique(self, field_: str) -> list[str]:
-        return sorted(x.decode("utf-8", "replace") for x in (l.rstrip(b"\n") for l in self._lines(["-F", field_])) if x)
+        values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
+        return sorted(v.decode("utf-8", "replace") for v in values if v)
 
     def edge(self, group=(), last=False) -> dict | None:
         args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
@@ -375,7 +377,8 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
     try:
         sel, boots, first, last = w.select(src, since, problems)
     except (OSError, subprocess.SubprocessError) as e:
-        ctx.writer.record(Artifact(None, source, Status.ERROR, src.method, message=f"reading the journal failed: {e}"))
+        ctx.writer.record(Artifact(None, source, Status.ERROR, src.method,
+                                   message=f"reading the journal failed: {e}"))
         return
     notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
              "that matter; entries from the requesting PID, package-manager units and sudo systemctl "

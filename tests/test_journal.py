@@ -32,6 +32,8 @@ MACHINE = "3d1219c7c4c5404aaa1f6d2a48adfda4"
 BOOT = "6c7c6013a26343b29e964691ff25d04c"
 BOOT2 = "ec25d6795f0645619ddac9afdef453ee"
 T0 = datetime(2026, 7, 17, 12, 0, 0, tzinfo=UTC)
+SNAPD_CALLER = "Reloading requested from client PID 48211 ('systemctl') (unit snapd.service)..."  # 253-255
+SNAPD_CALLER_256 = "Reload requested from client PID 48211 ('systemctl') (unit snapd.service)..."
 BOOT_NO_RTC = "27acae2fe35a40ac93f9c7732c0b8e59"
 BOOTED = {BOOT: T0 - timedelta(days=3), BOOT2: T0 + timedelta(days=1),
           BOOT_NO_RTC: datetime(1970, 1, 1, tzinfo=UTC)}
@@ -167,8 +169,8 @@ def test_newest_banner_gives_the_version(tmp_path):
         "SYSLOG_IDENTIFIER": "systemd", "SYSLOG_PID": 1,
         "MESSAGE": "systemd 252.39-1~deb12u2 running in system mode (+PAM +AUDIT +SELINUX +APPARMOR +IMA)"})
     root = host_with(tmp_path, boot_banner,
-                     pid1(T0, "Reexecuting requested from client PID 3301 ('systemctl') (unit apt-daily-upgrade.service)...",
-                          func="log_caller"),
+                     caller(T0, "Reexecuting requested from client PID 3301 ('systemctl') "
+                                "(unit apt-daily-upgrade.service)..."),
                      pid1(T0 + S / 10, "Reexecuting."),
                      pid1(T0 + S, "systemd 255.4-1ubuntu8 running in system mode (+PAM +AUDIT +SELINUX +APPARMOR)",
                           func="log_execution_mode"))
@@ -207,7 +209,7 @@ def test_caller_reloading_and_finished_are_one_reload(tmp_path):
     reading = analyse(bundle)
     [reload] = kinds(reading, "journal.reload")
     assert reload.at == t
-    assert reload.attrs == {"wording": "Reloading requested from client PID 48211 ('systemctl') (unit snapd.service)...",
+    assert reload.attrs == {"wording": SNAPD_CALLER,
                             "requester_pid": 48211, "requester_comm": "systemctl", "requester_unit": "snapd.service"}
     assert reload.summary == "daemon-reload requested by snapd.service (PID 48211, systemctl)"
     assert reload.original == "2026-07-17T12:00:00.123456Z"
@@ -252,7 +254,8 @@ def test_requester_window_keeps_what_ran_just_before(tmp_path):
               "daemon-reload", _COMM="sudo", _SYSTEMD_UNIT="session-12.scope"),
         entry(T0 - 19 * S, 5121, "sudo", "  ops : TTY=pts/0 ; PWD=/root ; USER=root ; COMMAND=/usr/bin/ls",
               _COMM="sudo", _SYSTEMD_UNIT="session-12.scope"),
-        entry(T0 - 1 * S, 48211, "systemctl", "requester's own line", _COMM="systemctl", _SYSTEMD_UNIT="snapd.service"),
+        entry(T0 - 1 * S, 48211, "systemctl", "requester's own line", _COMM="systemctl",
+              _SYSTEMD_UNIT="snapd.service"),
         service(T0 - 5 * S, 777, "cron.service", "cron", "unrelated"),
         caller(T0, "Reloading requested from client PID 48211 ('systemctl') (unit snapd.service)..."),
         pid1(T0 + timedelta(milliseconds=1), "Reloading..."),
@@ -269,7 +272,8 @@ def test_requester_window_keeps_what_ran_just_before(tmp_path):
     by_rule = {e["MESSAGE"]: e["_GF_SELECTED_BY"] for e in stored(bundle)}
     assert by_rule["snapd 2.63 starting"] == ["boot", "coverage"]  # kept only as the journal's first entry
     assert by_rule["after the window"] == ["boot", "coverage"]
-    assert "unrelated" not in by_rule and "  ops : TTY=pts/0 ; PWD=/root ; USER=root ; COMMAND=/usr/bin/ls" not in by_rule
+    assert "unrelated" not in by_rule
+    assert "  ops : TTY=pts/0 ; PWD=/root ; USER=root ; COMMAND=/usr/bin/ls" not in by_rule
 
 
 def test_boots_and_coverage(tmp_path):
@@ -278,7 +282,8 @@ def test_boots_and_coverage(tmp_path):
                      entry(first, 402, "systemd-journald", "Journal started", _COMM="systemd-journald"),
                      pid1(T0, "Reloading."),
                      entry(T0 + S, 402, "systemd-journald", "Journal stopped", _COMM="systemd-journald"),
-                     entry(T0 + timedelta(days=1), 0, "kernel", "Linux version 6.8.0", boot=BOOT2, _TRANSPORT="kernel"),
+                     entry(T0 + timedelta(days=1), 0, "kernel", "Linux version 6.8.0", boot=BOOT2,
+                           _TRANSPORT="kernel"),
                      entry(last, 402, "systemd-journald", "last words", boot=BOOT2, _COMM="systemd-journald"))
     bundle = collect(tmp_path, root)
     reading = analyse(bundle)
@@ -352,10 +357,12 @@ def test_units_that_matter_and_nvml_errors(tmp_path):
     kubelet = dict(ident="kubelet")
     root = host_with(
         tmp_path,
-        pid1(T0, "Starting apt-daily-upgrade.service - Daily apt upgrade and clean activities...", func="unit_status_log_starting",
+        pid1(T0, "Starting apt-daily-upgrade.service - Daily apt upgrade and clean activities...",
+             func="unit_status_log_starting",
              UNIT="apt-daily-upgrade.service", MESSAGE_ID="7d4958e842da4a758f6c1cdc7b36dcc5"),
         pid1(T0 + S, "Started cron.service - Regular background program processing daemon.", UNIT="cron.service"),
-        pid1(T0 + 2 * S, "nvidia-persistenced.service: Deactivated successfully.", UNIT="nvidia-persistenced.service"),
+        pid1(T0 + 2 * S, "nvidia-persistenced.service: Deactivated successfully.",
+             UNIT="nvidia-persistenced.service"),
         pid1(T0 + 3 * S, "kubelet.service: Consumed 1h 2min CPU time.", UNIT="kubelet.service"),
         service(T0 + 4 * S, 2210, "kubelet.service", "kubelet",
                 'E0717 12:00:04.000000    2210 manager.go:123] "Failed to initialize NVML" err="Unknown Error" '
@@ -371,7 +378,8 @@ def test_units_that_matter_and_nvml_errors(tmp_path):
     reading = analyse(collect(tmp_path, root))
     assert [(e.attrs["unit"], e.attrs["action"]) for e in kinds(reading, "journal.unit")] == [
         ("apt-daily-upgrade.service", "starting"), ("nvidia-persistenced.service", "deactivated")]
-    assert [(e.at, e.attrs["unit"], e.attrs["identifier"], e.attrs["pod"]) for e in kinds(reading, "journal.nvml-error")] == [
+    nvml = kinds(reading, "journal.nvml-error")
+    assert [(e.at, e.attrs["unit"], e.attrs["identifier"], e.attrs["pod"]) for e in nvml] == [
         (T0 + 4 * S, "kubelet.service", "kubelet", "gpu-ops/nvidia-device-plugin-daemonset-x7k2p"),
         (T0 + 5 * S, "nvidia-dcgm.service", "nv-hostengine", None)]
     [ok] = kinds(reading, "journal.healthy")
@@ -380,7 +388,7 @@ def test_units_that_matter_and_nvml_errors(tmp_path):
 
 # -- files that cannot be read -------------------------------------------------------------------
 def test_truncated_file_next_to_a_good_one(tmp_path):
-    root = host_with(tmp_path, caller(T0, "Reloading requested from client PID 48211 ('systemctl') (unit snapd.service)..."),
+    root = host_with(tmp_path, caller(T0, SNAPD_CALLER),
                      pid1(T0 + timedelta(milliseconds=2), "Reloading..."))
     other = build_journal(pid1(T0 - timedelta(days=1), "Reloading."), tmp_path / "other.journal")
     cut = root / f"var/log/journal/{MACHINE}/system@00062a1b2c3d4e5f-0123456789abcdef.journal~"
@@ -513,18 +521,19 @@ def _install_journalctl(root: Path) -> None:
 
 def test_chroot_fallback_runs_the_nodes_journalctl(tmp_path):
     # used when this machine's libsystemd cannot open the node's files: the node's own journalctl
-    root = host_with(tmp_path, caller(T0, "Reload requested from client PID 48211 ('systemctl') (unit snapd.service)..."),
+    root = host_with(tmp_path, caller(T0, SNAPD_CALLER_256),
                      pid1(T0 + S, "Reloading..."))
     _install_journalctl(root)
     ctx = CollectContext(root=root, writer=BundleWriter(tmp_path / "unused"))
     files, dirs, _ = journal._find(ctx)
     src = journal._fallback(ctx, files)
-    assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl", f"--file=/var/log/journal/{MACHINE}/system.journal"]
+    assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl",
+                            f"--file=/var/log/journal/{MACHINE}/system.journal"]
     sel, boots, first, last = wording.select(src, None, [])
     with open(root / f"var/log/journal/{MACHINE}/system.journal", "rb") as fh:
         assert (sel, boots) == wording.select(journal._ReaderSource([fh.fileno()]), None, [])[:2]
     assert [e["MESSAGE"] for e in sel.values() if "pid1" in e["_GF_SELECTED_BY"]] == [
-        "Reload requested from client PID 48211 ('systemctl') (unit snapd.service)...", "Reloading..."]
+        SNAPD_CALLER_256, "Reloading..."]
 
 
 # -- real journals written by other people's systems ------------------------------------------------
