@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Snapshot a GPU node's evidence before deleting a broken pod, and explain it.",
                                 epilog="example: sudo gpu-forensics run --incident 2026-09-02T13:00+09:00..2026-09-02T13:10+09:00")
     p.add_argument("--version", action="version", version=f"gpu-forensics {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final summary")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what each step does")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="copy the evidence into a bundle (read-only on the host)", formatter_class=ex,
                        epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz")
@@ -89,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
-    t.add_argument("--format", choices=["table", "csv", "jsonl"], default="table")
+    t.add_argument("--format", choices=["table", "csv", "jsonl", "timesketch"], default="table",
+                   help="timesketch: JSON Lines with the message/datetime/timestamp_desc columns Timesketch imports")
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
     v.add_argument("bundle")
@@ -112,9 +116,33 @@ def _report_paths(args, bundle_path: Path) -> tuple[Path, Path, Path]:
             Path(args.json) if args.json else d / "analysis.json")
 
 
+VERBOSITY = {"quiet": False, "verbose": False}
+
+
 def _log(msg: str) -> None:
-    if sys.stderr.isatty():
+    """Progress notes go to stderr: always with --verbose, never with --quiet, else on a TTY."""
+    if VERBOSITY["quiet"]:
+        return
+    if VERBOSITY["verbose"] or sys.stderr.isatty():
         print(f"gpu-forensics: {msg}", file=sys.stderr)
+
+
+@contextmanager
+def _progress(total: int):
+    """A rich progress bar on stderr while collectors run; plain notes when stderr is not a TTY
+    (nothing with --quiet)."""
+    if VERBOSITY["quiet"] or not sys.stderr.isatty():
+        yield _log
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("collecting", total=total)
+
+        def step(msg: str) -> None:
+            bar.update(task, description=msg, advance=1 if msg.startswith("collecting ") else 0)
+        yield step
 
 
 def cmd_collect(args, argv) -> tuple[Path, int]:
@@ -133,10 +161,14 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
         if not Path(j).exists():
             raise UsageError(f"--journal-dir {j}: no such file or directory")
     out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
+    from collectors import COLLECTORS
+    if args.probe and os.geteuid() != 0:
+        raise UsageError("--probe needs root: it joins each container's cgroup and mount namespace")
     try:
-        path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir, since=since,
-                                     node_name=args.node, argv=argv, log=_log, probe=args.probe,
-                                     prometheus=args.prometheus, dcgm_url=args.dcgm_url)
+        with _progress(len(COLLECTORS)) as log:
+            path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir,
+                                         since=since, node_name=args.node, argv=argv, log=log, probe=args.probe,
+                                         prometheus=args.prometheus, dcgm_url=args.dcgm_url)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
     bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
@@ -171,6 +203,19 @@ def cmd_analyze(bundle_path: Path, args) -> int:
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
 
 
+def _summary(bundle: Path, args) -> None:
+    """The end of ``run``: where everything is, and the hashes the ticket should record."""
+    import hashlib
+    html, md, js = _report_paths(args, bundle)
+    target = bundle / "manifest.json" if bundle.is_dir() else bundle
+    h = hashlib.sha256(target.read_bytes()).hexdigest()
+    what = "manifest.json" if bundle.is_dir() else bundle.name
+    print(f"\nreport: {html}\nticket text: {md}\nbundle: {bundle}\n{what} sha256: {h}")
+    if os.geteuid() != 0:
+        print("note: not run as root; container and device evidence needs root (see the manifest's "
+              "unreadable records)", file=sys.stderr)
+
+
 def cmd_timeline(args) -> int:
     from .analysis import analyze
     a = analyze(Bundle.open(args.bundle))
@@ -178,6 +223,17 @@ def cmd_timeline(args) -> int:
     if args.format == "jsonl":
         for e in rows:
             print(json.dumps(e, default=str))
+    elif args.format == "timesketch":
+        for e in rows:
+            ev = e.get("evidence") or {}
+            print(json.dumps({"message": e["summary"], "datetime": e["at"],
+                              "timestamp": int(parse_iso(e["at"]).timestamp() * 1_000_000),
+                              "timestamp_desc": TIMESTAMP_DESC.get(e["kind"], e["kind"]),
+                              "data_type": f"gpu_forensics:{e['kind']}", "source": e["source"],
+                              "node": a["node"], "local_time": e["local"], "artifact": ev.get("artifact"),
+                              "line": ev.get("line"), "cursor": ev.get("cursor"),
+                              **{f"attr_{k}": v for k, v in (e.get("attrs") or {}).items()
+                                 if isinstance(v, (str, int, float, bool)) or v is None}}, default=str))
     elif args.format == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(["at", "local", "source", "kind", "summary", "artifact", "line", "cursor"])
@@ -189,6 +245,17 @@ def cmd_timeline(args) -> int:
         for e in rows:
             print(f"{e['local']:<32} {e['source']:<20} {e['kind']:<24} {e['summary']}")
     return EXIT_OK
+
+
+#: what each kind's time means, in Timesketch's timestamp_desc sense (plaso's timeliner.yaml idea)
+TIMESTAMP_DESC = {
+    "journal.reload": "Reload Requested Time", "journal.reexec": "Reexec Time", "journal.boot": "First Entry Of Boot",
+    "journal.nvml-error": "Log Time", "journal.healthy": "Log Time", "journal.unit": "Log Time",
+    "package.transaction": "Start Time", "package.dpkg-action": "Log Time", "package.unattended-run": "Start Time",
+    "incident.start": "Last Known Good", "incident.end": "First Known Bad",
+    "container.created": "Creation Time", "metrics.dcgm-last-seen": "Last Sample Time",
+    "metrics.capacity-change": "Change Time",
+}
 
 
 def cmd_verify(args) -> int:
@@ -225,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    VERBOSITY.update(quiet=args.quiet, verbose=args.verbose)
     full = ["gpu-forensics"] + argv
     try:
         if args.cmd == "collect":
@@ -234,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             path, rc = cmd_collect(args, full)
             rc2 = cmd_analyze(path, args)
+            _summary(path, args)
             return max(rc, rc2)
         if args.cmd == "timeline":
             return cmd_timeline(args)
