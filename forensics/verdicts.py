@@ -100,9 +100,14 @@ def daemon_reload(start: datetime, end: datetime, events: list[Event], cov: dict
     if covers(j, start, end):
         return Cause("daemon-reload", EXCLUDED, f"The journal covers the whole window ({iso_z(j.start)} .. "
                      f"{iso_z(j.end)}) and PID 1 logged no reload in it.", gaps=gaps)
+    if j.start > start:
+        hole = f"the journal starts only at {human(j.start)} (older entries rotated away), so from {human(start)} " \
+               f"until then a reload can be neither shown nor ruled out"
+    else:
+        hole = f"the journal ends at {human(j.end)}, before the window closes"
     return Cause("daemon-reload", INFERRED,
-                 "No reload line in the part of the window the journal covers, but the journal does not cover "
-                 f"all of it: {gaps[0]}. A reload in the uncovered part fits the symptom.{pre_note}", gaps=gaps)
+                 f"PID 1 logged no reload in the part of the window the journal covers, but {hole}; "
+                 f"a reload there fits the symptom.{pre_note}", gaps=gaps)
 
 
 def requester(reload: Event, events: list[Event]) -> dict:

@@ -11,7 +11,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import jinja2
+import markupsafe
 from dateutil import parser as _dparser
+
+from .chart import timeline_svg
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
@@ -39,8 +42,9 @@ def _shown_timeline(a: dict) -> tuple[list[dict], int]:
 def html(a: dict) -> str:
     """The self-contained HTML postmortem (no external CSS, JS or fonts)."""
     shown, hidden = _shown_timeline(a)
-    return _ENV.get_template("report.html.j2").render(a=a, timeline=shown, hidden=hidden,
-                                                       generated=_now())
+    # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
+    return _ENV.get_template("report.html.j2").render(a=a, timeline=shown, hidden=hidden, generated=_now(),
+                                                       chart=markupsafe.Markup(timeline_svg(a)))
 
 
 def markdown(a: dict) -> str:

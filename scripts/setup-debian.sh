@@ -9,6 +9,10 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 pkgs=(python3 python3-venv python3-dev gcc pkg-config libsystemd-dev systemd-journal-remote)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(zstd util-linux)
+  # real components the tests drive: chromium, containerd + runc, prometheus + promtool
+  for dep in scripts/browser-deps.sh scripts/lab-deps.sh scripts/prometheus-deps.sh; do
+    [ -f "$dep" ] && bash "$dep"
+  done
 fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done

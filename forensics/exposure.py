@@ -1,0 +1,437 @@
+"""Exposure: is each GPU container one daemon-reload away from losing its devices, and what fixes the node.
+
+The mechanism (../shared/research/formats.md 5.1 and 6; cases C01, C05, C07, C09): under the systemd
+cgroup driver, a daemon-reload re-applies to each container scope the device rules runc handed to
+systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``). A GPU that entered
+outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
+GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240.
+
+Inputs are plain dicts: ``runtime`` from collectors/runtime_config.py (``Reading.facts["runtime"]``)
+and container records from collectors/containers.py. Nothing here reads the host or the bundle.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+
+PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
+NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
+CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
+LEGACY_HOOK = "nvidia-container-runtime-hook"
+NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
+PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
+_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted sha256:1a2b3c4d>" (containers_parse)
+
+
+def _nvidia_or_cuda(name: str) -> bool:
+    return name.startswith(("NVIDIA_", "CUDA_"))
+
+
+def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict | None:
+    """Find the NVIDIA (or HAMi) device plugin among container records (by image, container name or pod
+    name) and read its settings from its env (k8s-device-plugin cmd/nvidia-device-plugin/main.go).
+
+    ``kept(name)`` says whether the container record's env keeps a variable of that name (the
+    collector's allowlist, e.g. ``containers_parse.ENV_ALLOW.match``): a kept name that is absent was
+    not set, so the plugin's default applies; a name the allowlist drops is unknown when absent.
+
+    Returns ``None`` when no plugin container is found, else ``{"id", "pod", "image",
+    "device_list_strategy": [str]|None, "pass_device_specs": bool|None, "driver_root": str|None,
+    "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path", "basis": {key: str}}``.
+    A redacted value is ``None`` (unknown). Flags given on the command line are not in the record.
+    """
+    found = []
+    for c in containers:
+        name = (c.get("container_name") or "").lower()
+        text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
+        if any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN):
+            found.append(c)
+    if not found:
+        return None
+    c = sorted(found, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
+    env = c.get("env") or {}
+    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"), "basis": {}}
+
+    def value(key, default, parse=lambda v: v):
+        if key not in env and not kept(key):
+            out["basis"][key] = "not kept in the container record's env (allowlist): unknown"
+            return None
+        if key not in env:
+            out["basis"][key] = f"not set; the plugin's default {default!r} applies"
+            return parse(default) if default is not None else None
+        v = env[key]
+        if v is None or _REDACTED.match(str(v)):
+            out["basis"][key] = "redacted in the container record: unknown"
+            return None
+        out["basis"][key] = f"{key}={v} in the container's env"
+        return parse(str(v))
+
+    out["device_list_strategy"] = value("DEVICE_LIST_STRATEGY", "envvar", _strategy_list)
+    out["pass_device_specs"] = value("PASS_DEVICE_SPECS", "false", _parse_bool)
+    out["driver_root"] = value("NVIDIA_DRIVER_ROOT", "/")
+    out["dev_root"] = value("NVIDIA_DEV_ROOT", None)
+    out["device_id_strategy"] = value("DEVICE_ID_STRATEGY", "uuid")
+    out["cdi_annotation_prefix"] = value("CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")
+    out["nvidia_ctk_path"] = value("NVIDIA_CTK_PATH", None)
+    return out
+
+
+def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) -> dict:
+    """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
+
+    ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config.py (``{}`` when absent);
+    ``containers``: container records of collectors/containers.py; ``device_plugin``: the dict of
+    :func:`device_plugin_settings` or ``None``. Returns ``{"assessed": True, "systemd_cgroup",
+    "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
+    "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",
+    "namespace", "container_name", "gpu_injection": spec|cdi|hook|none, "at_risk", "broken", "probe",
+    "probe_detail", "devices", "not_reapplied", "dev_char_missing", "cgroup_driver", "reason"}],
+    "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
+    Raises nothing for missing keys.
+    """
+    runtime = runtime or {}
+    dp = device_plugin or {}
+    node = {"systemd_cgroup": runtime.get("systemd_cgroup"), "enable_cdi": runtime.get("enable_cdi"),
+            "nvidia_runtime_mode": runtime.get("nvidia_runtime_mode"),
+            "nvidia_runtime_mode_resolved": runtime.get("nvidia_runtime_mode_resolved"),
+            "device_list_strategy": dp.get("device_list_strategy"), "pass_device_specs": dp.get("pass_device_specs"),
+            "driver_root": runtime.get("driver_root")}
+    ctx = _Context(runtime)
+    rows = [_container(c, ctx) for c in containers]
+    gpu = [r for r in rows if r["gpu_injection"] != "none"]
+    out = {"assessed": True, **node,
+           "gpu_outside_spec": any(r["gpu_injection"] == "hook" for r in gpu) if gpu else None,
+           "containers": rows, "notes": list(ctx.notes)}
+    trap = _driver_root_trap(runtime, dp)
+    strategy = node["device_list_strategy"] or []
+    # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
+    out["new_pods_exposed"] = (node["systemd_cgroup"] is True and runtime.get("nvidia_runtime") is not None
+                               and node["nvidia_runtime_mode_resolved"] in (None, "legacy")
+                               and node["pass_device_specs"] is not True and "cdi-cri" not in strategy)
+    out["remedies"] = _remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
+    out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
+    return out
+
+
+class _Context:
+    """What every container's assessment needs from the node, computed once."""
+
+    def __init__(self, runtime: dict):
+        self.runtime = runtime
+        self.proc_devices = runtime.get("proc_devices") or {}
+        self.majors = {NVIDIA_MAJOR, *self.proc_devices.values(), *(runtime.get("nvidia_majors") or [])}
+        self.host = {d["path"]: d for d in runtime.get("host_devices") or [] if d.get("kind") == "c"}
+        dc = runtime.get("dev_char")
+        self.dev_char = set(dc) if dc is not None else None
+        v = runtime.get("versions") or {}
+        self.runc = _vtuple((v.get("runc") or {}).get("version"))
+        self.systemd = _vtuple((v.get("systemd") or {}).get("version"))
+        self.runc_text = (v.get("runc") or {}).get("version")
+        # runc 1.1.3-1.1.6 skip, and systemd < 240 cannot resolve, /dev/char/M:m rules with no link
+        self.needs_links = (bool(self.runc) and (1, 1, 3) <= self.runc < (1, 1, 7)) or \
+                           (bool(self.systemd) and self.systemd[0] < 240)
+        self.why_links = (f"runc {self.runc_text}" if self.runc and (1, 1, 3) <= self.runc < (1, 1, 7)
+                          else f"systemd {'.'.join(map(str, self.systemd))}")
+        self.notes: list[str] = []
+
+    def link(self, major: int, minor: int) -> bool | None:
+        """Whether /dev/char/M:m exists on the host (None: not known)."""
+        if self.dev_char is not None:
+            return f"{major}:{minor}" in self.dev_char
+        for d in self.host.values():
+            if (d.get("major"), d.get("minor")) == (major, minor):
+                return d.get("dev_char_exists")
+        return None
+
+
+def _container(c: dict, ctx: _Context) -> dict:
+    spec = [(d.get("major"), d.get("minor"), d.get("path")) for d in c.get("linux_devices") or []
+            if d.get("type", "c") == "c"
+            and (d.get("major") in ctx.majors or str(d.get("path", "")).startswith("/dev/nvidia"))]
+    allowed = [d for d in spec if _rules_allow(c.get("resources_devices") or [], d[0], d[1])]
+    inside = [(e.get("major"), e.get("minor"), e.get("path")) for e in c.get("dev_entries") or []
+              if e.get("kind") == "c" and e.get("major") in ctx.majors]
+    env = c.get("env") or {}
+    nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+    requested = (nvd is not None and not _REDACTED.match(str(nvd))
+                 and str(nvd).strip().lower() not in ("", "void", "none"))
+    hooks = c.get("hooks") or {}
+    legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or [])
+    cdi_hook = any(n in CDI_HOOKS for k in ("createContainer", "createRuntime") for h in hooks.get(k) or []
+                   for n in _hook_names(h))
+    cdi_ann = any(str(k).startswith("cdi.k8s.io/") for k in c.get("annotations") or {})
+    if cdi_hook and (spec or cdi_ann):
+        inj = "cdi"
+    elif allowed:
+        inj = "spec"
+    elif legacy or (requested and not (c.get("pid") and not inside and c.get("dev_entries") is not None)):
+        inj = "hook"
+    else:
+        inj = "spec" if spec else "none"
+    used = inside or spec or (_from_env(str(nvd), ctx) if requested and inj != "none" else [])
+    cg = c.get("cgroup") or {}
+    driver = cg.get("driver") or {True: "systemd", False: "cgroupfs"}.get(ctx.runtime.get("systemd_cgroup"))
+    row = {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
+           "container_name": c.get("container_name"), "gpu_injection": inj, "at_risk": False, "broken": False,
+           "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in used]), "probe_detail": c.get("probe") or {},
+           "devices": [f"{p} ({M}:{m})" for M, m, p in used], "not_reapplied": [], "dev_char_missing": [],
+           "cgroup_driver": driver}
+    reasons = [_how(inj, legacy, requested, nvd)]
+    if used and driver == "systemd":
+        _reload_risk(row, reasons, c, used, spec, ctx)
+    elif used and driver == "cgroupfs":
+        reasons.append("the cgroupfs driver: a daemon-reload does not rewrite its device rules")
+    elif used:
+        reasons.append("the cgroup driver is unknown, so the reload risk cannot be judged")
+    eperm = [p for p, v in (c.get("probe") or {}).items() if v == "EPERM" and any(p == u[2] for u in inside)]
+    rules = cg.get("rules")
+    denied = [f"{p} ({M}:{m})" for M, m, p in used if rules is not None and not _rules_allow(rules, M, m)]
+    if inside and eperm:
+        row["broken"] = True
+        reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked")
+    if denied:
+        row["broken"] = True
+        reasons.append(f"devices.list no longer allows {', '.join(denied)}")
+    row["reason"] = "; ".join(reasons) + "."
+    return row
+
+
+def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: _Context) -> None:
+    """Which used devices the next daemon-reload drops: those outside the rules systemd re-applies (its
+    drop-in when known, else the spec), and, with runc 1.1.3-1.1.6 or systemd < 240, those whose
+    /dev/char/M:m link is missing on the host."""
+    drop_in = (c.get("cgroup") or {}).get("systemd_drop_in")
+    if drop_in is not None:  # what systemd holds already reflects runc's skipping; it is the evidence
+        out = [u for u in used if not _dropin_allows(drop_in, u, ctx)]
+        where = "systemd's transient DeviceAllow drop-in"
+    else:
+        out = [u for u in used if not _rules_allow(c.get("resources_devices") or [], u[0], u[1])]
+        where = "the OCI spec's linux.resources.devices"
+    nolink = [u for u in (out if drop_in is not None else spec)
+              if ctx.needs_links and u[0] is not None and ctx.link(u[0], u[1]) is False]
+    outside = [u for u in out if u not in nolink]
+    row["not_reapplied"] = [f"{p} ({M}:{m})" for M, m, p in out + [u for u in nolink if u not in out]]
+    row["dev_char_missing"] = [f"/dev/char/{M}:{m}" for M, m, _ in nolink]
+    row["at_risk"] = bool(outside or nolink)
+    if outside:
+        reasons.append(f"{', '.join(f'{p} ({M}:{m})' for M, m, p in outside)} {'is' if len(outside) == 1 else 'are'}"
+                       f" not in {where}, so the next daemon-reload revokes access")
+    if nolink:
+        reasons.append(f"{', '.join(row['dev_char_missing'])} {'is' if len(nolink) == 1 else 'are'} missing on the "
+                       f"host, and {ctx.why_links} drops device rules without that link, so a reload revokes them")
+    if not ctx.runc and any(ctx.link(M, m) is False for M, m, _ in spec if M is not None):
+        ctx.notes.append(f"{c.get('id')}: /dev/char links are missing for spec devices and the runc version is unknown")
+
+
+def _how(inj: str, legacy: bool, requested: bool, nvd) -> str:
+    if inj == "cdi":
+        return "GPU injected through CDI: the devices are in the OCI spec"
+    if inj == "spec":
+        return "GPU devices listed in linux.devices and allowed in linux.resources.devices"
+    if inj == "hook":
+        via = f"the {LEGACY_HOOK} prestart hook" if legacy else f"NVIDIA_VISIBLE_DEVICES={nvd} (no spec devices)"
+        return f"GPU injected by {via}, outside the OCI spec"
+    return "no GPU" + (f" (NVIDIA_VISIBLE_DEVICES={nvd} requested, but no hook ran and no GPU node is in its /dev)"
+                       if requested else "")
+
+
+def _hook_names(h: dict) -> set[str]:
+    args = h.get("args") or []
+    return {str(x).rsplit("/", 1)[-1] for x in [h.get("path") or "", *(args[:1])]}
+
+
+def _from_env(nvd: str, ctx: _Context) -> list[tuple]:
+    """Devices a container uses when only NVIDIA_VISIBLE_DEVICES says so: nvidiactl, nvidia-uvm, and
+    /dev/nvidiaN for "all" or indices (a UUID's minor is not known from the env)."""
+    out = [(NVIDIA_MAJOR, 255, "/dev/nvidiactl")]
+    uvm = ctx.proc_devices.get("nvidia-uvm")
+    if uvm is not None:
+        out.append((uvm, 0, "/dev/nvidia-uvm"))
+    if nvd.strip().lower() == "all":
+        out += [(d["major"], d["minor"], p) for p, d in sorted(ctx.host.items()) if re.fullmatch(r"/dev/nvidia\d+", p)]
+    else:
+        out += [(NVIDIA_MAJOR, int(i), f"/dev/nvidia{i}") for i in nvd.split(",") if i.strip().isdigit()]
+    return out
+
+
+def _rules_allow(rules: list[dict], major, minor, typ: str = "c") -> bool:
+    """Whether ordered allow/deny rules (OCI ``linux.resources.devices`` or cgroup v1 ``devices.list``;
+    ``None`` major/minor = ``*``) end up allowing read and write of ``typ major:minor``; last match wins."""
+    state = {"r": False, "w": False}
+    for rule in rules:
+        if rule.get("type") not in (None, "a", typ):
+            continue
+        if rule.get("major") not in (None, major) or rule.get("minor") not in (None, minor):
+            continue
+        for bit in state:
+            if bit in (rule.get("access") or "rwm"):
+                state[bit] = bool(rule.get("allow", True))
+    return all(state.values())
+
+
+def _dropin_allows(drop_in: dict, dev: tuple, ctx: _Context) -> bool:
+    """Whether systemd's DeviceAllow= list (systemd.resource-control(5)) grants rw on ``dev`` when re-applied."""
+    major, minor, _ = dev
+    allow = drop_in.get("allow") or []
+    if drop_in.get("policy") in (None, "auto") and not allow:
+        return True
+    for entry in allow:
+        spec, _, access = str(entry).strip().partition(" ")
+        if not ("r" in (access or "rwm") and "w" in (access or "rwm")):
+            continue
+        m = re.fullmatch(r"/dev/char/(\d+):(\d+)", spec)
+        if m:
+            if (int(m.group(1)), int(m.group(2))) == (major, minor) and not (
+                    ctx.systemd and ctx.systemd[0] < 240 and ctx.link(major, minor) is False):
+                return True
+        elif spec.startswith("char-"):
+            name = spec[5:]
+            if name == "*" or name == str(major) or any(fnmatch.fnmatchcase(n, name) and v == major
+                                                        for n, v in ctx.proc_devices.items()):
+                return True
+        elif spec in ctx.host and (ctx.host[spec].get("major"), ctx.host[spec].get("minor")) == (major, minor):
+            return True
+    return False
+
+
+def _probe_summary(probe: dict, paths: list[str]) -> str:
+    vals = [v for p, v in probe.items() if p in paths] or list(probe.values()) or ["not-run"]
+    return min(vals, key=lambda v: PROBE_ORDER.index(v) if v in PROBE_ORDER else 0.5)
+
+
+def _driver_root_trap(runtime: dict, dp: dict) -> list[str]:
+    """Evidence of the containerised-driver trap: the driver lives under /run/nvidia/driver (nodes in
+    /run/nvidia/driver/dev), /dev/nvidiactl is not on the host, yet CDI specs or the device plugin point at
+    the host's /dev."""
+    root = runtime.get("driver_root")
+    if root in (None, "/") or any(d.get("path") == "/dev/nvidiactl" for d in runtime.get("host_devices") or []):
+        return []
+    out = []
+    for s in (runtime.get("cdi") or {}).get("specs") or []:
+        if str(s.get("kind") or "").startswith("nvidia.com/"):
+            bad = sorted({n.get("hostPath") or n.get("path") for n in s.get("device_nodes") or []
+                          if str(n.get("hostPath") or n.get("path") or "").startswith("/dev/nvidia")})
+            if bad:
+                out.append(f"CDI spec {s.get('source')} points at {', '.join(bad[:3])}")
+    if dp.get("driver_root") not in (None, root):
+        out.append(f"the device plugin has NVIDIA_DRIVER_ROOT={dp['driver_root']}")
+    return out
+
+
+def _remedies(node: dict, runtime: dict, rows: list[dict], ctx: _Context, trap: list[str], future: bool) -> list[dict]:
+    out = []
+    root = node["driver_root"] or "/"
+    hooked = [r for r in rows if r["gpu_injection"] == "hook" and (r["at_risk"] or r["broken"])]
+    strategy = node["device_list_strategy"] or []
+    legacy = node["nvidia_runtime_mode_resolved"] in (None, "legacy")
+    if (hooked and legacy) or future:
+        specs = [s for s in (runtime.get("cdi") or {}).get("specs") or []
+                 if str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")]
+        why = "with CDI the GPU nodes enter linux.devices, so runc hands them to systemd and a reload keeps them"
+        if not specs:
+            out.append({"what": "Generate a CDI spec for the GPUs",
+                        "change": "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml"
+                        + (f" --driver-root={root}" if root != "/" else ""), "why": why})
+        if node["nvidia_runtime_mode"] not in ("cdi", "jit-cdi"):
+            out.append({"what": "Switch nvidia-container-runtime to CDI mode",
+                        "change": "nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi",
+                        "why": f"mode is {node['nvidia_runtime_mode'] or 'unknown'}"
+                               f" ({node['nvidia_runtime_mode_resolved'] or 'unresolved'}); legacy mode injects GPUs"
+                               " with a prestart hook outside the spec"})
+        if node["enable_cdi"] is not True:
+            out.append({"what": "Enable CDI in containerd's CRI plugin", "change": _enable_cdi_snippet(runtime),
+                        "why": "cdi-cri device requests need containerd's CDI support"
+                               " (default off in containerd 1.7, on in 2.x); restart containerd afterwards"})
+        if "cdi-cri" not in strategy:
+            out.append({"what": "Have the device plugin request devices through CDI",
+                        "change": f"helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
+                                  f"--set deviceListStrategy=cdi-cri --set nvidiaDriverRoot={root}"
+                                  f"  (env DEVICE_LIST_STRATEGY=cdi-cri, NVIDIA_DRIVER_ROOT={root})",
+                        "why": f"the strategy is {','.join(strategy) or 'unknown'}; envvar hands GPUs over as "
+                               "NVIDIA_VISIBLE_DEVICES, which keeps them out of the OCI spec"})
+        if node["pass_device_specs"] is not True:
+            out.append({"what": "Or, without CDI: pass the device specs",
+                        "change": "helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
+                                  "--set compatWithCPUManager=true  (env PASS_DEVICE_SPECS=true)",
+                        "why": "the plugin then puts the GPU nodes into the CRI request, so they reach linux.devices;"
+                               " it does not protect pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin"
+                               " itself, dcgm-exporter)"})
+    if any(r["dev_char_missing"] for r in rows):
+        out.append({"what": "Create the /dev/char links for the NVIDIA nodes",
+                    "change": "nvidia-ctk system create-dev-char-symlinks --create-all",
+                    "why": f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing (runc#3708), "
+                           "so a reload revokes GPUs even from spec-injected containers; runc >= 1.1.7 with systemd"
+                           " >= 240 no longer needs the links"})
+    if trap:
+        out.append({"what": "Point the device plugin and the CDI spec at the containerised driver",
+                    "change": f"helm upgrade ... --set nvidiaDriverRoot={root}; nvidia-ctk cdi generate "
+                              f"--driver-root={root} --output=/var/run/cdi/nvidia.yaml",
+                    "why": f"the driver's nodes live under {root}/dev, but {'; '.join(trap)}"})
+    redo = [r for r in rows if r["broken"] or (r in hooked and not legacy)]
+    if redo:
+        out.append({"what": "Recreate the containers that lost their GPU"
+                    + ("" if legacy else " or predate the switch away from legacy mode"),
+                    "change": "; ".join(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
+                                        else f"recreate container {r['id']}" for r in redo),
+                    "why": "device access is only (re)built when the container is created again"})
+    return out
+
+
+def _enable_cdi_snippet(runtime: dict) -> str:
+    v = ((runtime.get("containerd") or {}).get("config_version")) or 2
+    if v >= 3:
+        return ("[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n"
+                "  cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']")
+    return ('[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]'
+            + ("\n# (config version 1: add version = 2 and move the CRI settings to this table first)"
+               if v == 1 else ""))
+
+
+def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str:
+    gpu = [r for r in rows if r["gpu_injection"] != "none"]
+    broken = [r for r in rows if r["broken"]]
+    risk = [r for r in rows if r["at_risk"] and not r["broken"]]
+    tail = f" Containerised-driver trap: {'; '.join(trap)}." if trap else ""
+    sc = {True: "SystemdCgroup=true", False: "SystemdCgroup=false"}.get(node["systemd_cgroup"],
+                                                                        "the systemd cgroup driver")
+    if risk:
+        kinds = {"hook-injected" if r["gpu_injection"] == "hook" else "caught by the /dev/char trap" for r in risk}
+        n = len(risk)
+        head = (f"Broken and exposed: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU "
+                f"access, and {n} more " if broken else f"Exposed: {n} container{'s' if n != 1 else ''} ")
+        return (head + f"{'is' if n == 1 else 'are'} {' or '.join(sorted(kinds))} under {sc}; one daemon-reload away "
+                f"from losing {'its' if n == 1 else 'their'} GPU." + tail)
+    if broken:
+        return (f"Broken: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU access; "
+                "recreate them and apply the remedies." + tail)
+    mode = node["nvidia_runtime_mode_resolved"] or "an unresolved"
+    later = (f"; new GPU pods would be, though: SystemdCgroup=true with the toolkit in {mode} mode and no device "
+             "specs passed" if future else "")
+    if not gpu:
+        return f"Not exposed now: no GPU containers were found{later}." + tail
+    if node["systemd_cgroup"] is None and not any(r["cgroup_driver"] for r in gpu):
+        return f"Undetermined: {len(gpu)} GPU containers, but the cgroup driver is unknown." + tail
+    how = "cgroupfs driver" if all(r["cgroup_driver"] == "cgroupfs" for r in gpu) else "devices in the OCI spec"
+    return (f"Not exposed: all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} keep their devices across a "
+            f"daemon-reload ({how}){later}." + tail)
+
+
+def _strategy_list(v: str) -> list[str]:
+    v = v.strip()
+    if v.startswith("["):
+        try:
+            return [str(x) for x in json.loads(v)]
+        except ValueError:
+            pass
+    return [s.strip() for s in v.split(",") if s.strip()]
+
+
+def _parse_bool(v: str) -> bool | None:
+    """Go's strconv.ParseBool."""
+    return {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}.get(v.strip().lower())
+
+
+def _vtuple(v: str | None) -> tuple[int, ...]:
+    m = re.match(r"(?:\d+:)?v?(\d+(?:\.\d+)*)", (v or "").strip())
+    return tuple(int(x) for x in m.group(1).split(".")) if m else ()

@@ -1,0 +1,184 @@
+"""Upload the evidence bundle archive and the report to a ticket or file drop (``--upload-url``).
+
+Semantics follow sos report's ``--upload-url`` for HTTP(S) (sos/policies/distros/__init__.py,
+``upload_https``): each file goes in its own request, either
+
+- ``PUT``  (default): the raw bytes to ``URL/<file name>``, ``Content-Type: application/octet-stream``;
+- ``POST``: a ``multipart/form-data`` body to ``URL`` itself, with one part named ``file`` that carries
+  the file name, as sos does for its POST method.
+
+A ``2xx`` answer is success. Connection errors, timeouts, ``5xx``, ``408`` and ``429`` are retried
+with exponential backoff; any other answer (``3xx``, ``4xx``) is final. Redirects are not followed, so
+neither the bytes nor the credentials go anywhere but the URL given.
+
+The value of the ``Authorization`` header comes from an environment variable or a file. It is sent,
+and never logged, returned, or put into an exception's text; the URL recorded has its user info and
+its query values replaced by ``REDACTED`` (a presigned URL's signature is a credential too).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit, parse_qsl
+
+import requests
+
+log = logging.getLogger(__name__)
+
+REDACTED = "REDACTED"
+#: answers worth another try: the server or a proxy is busy or failing, not refusing
+RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+
+
+class UploadError(ValueError):
+    """The upload cannot start: a bad URL or method, a missing file, or an auth header source that is
+    unset, unreadable, or holds more than one line. The message never holds the secret."""
+
+
+def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env: str | None = None,
+           auth_header_file: Path | None = None, auth_header_name: str = "Authorization", retries: int = 3,
+           backoff: float = 1.0, timeout: float = 30, ca_bundle: Path | None = None) -> list[dict]:
+    """Send each of ``files`` to ``url`` and return one record per file, in order:
+
+    ``{"file": name, "url": destination with credentials redacted, "method": "PUT"|"POST",
+    "size": bytes, "sha256": hex digest of the file as the upload began, "status": last HTTP status or None,
+    "attempts": requests made, "ok": bool, "error": one line or None}``
+
+    ``method``: ``PUT`` sends to ``url + "/" + name``; ``POST`` sends multipart to ``url``.
+    ``auth_header_env`` names an environment variable, ``auth_header_file`` a file (its first line,
+    stripped), whose value is sent as the ``auth_header_name`` header (e.g. ``Bearer abc``); give at
+    most one. ``retries``: further tries after the first (so at most ``retries + 1`` requests per
+    file), waiting ``backoff * 2**(n-1)`` seconds before try ``n + 1``. ``timeout``: seconds per
+    connect and per read. ``ca_bundle``: a PEM file to verify the server's certificate with.
+
+    A file that fails is recorded (``ok`` false, ``error`` set) and the others are still sent.
+    Raises :class:`UploadError` before sending anything when the arguments cannot work.
+    """
+    method = method.upper()
+    if method not in ("PUT", "POST"):
+        raise UploadError(f"upload method must be PUT or POST, not {method!r}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UploadError(f"upload URL must be http:// or https:// with a host: {redact_url(url)}")
+    paths = [Path(f) for f in files]
+    for p in paths:
+        if not p.is_file():
+            raise UploadError(f"file to upload not found: {p}")
+    secret = _auth_value(auth_header_env, auth_header_file)
+    headers = {auth_header_name: secret} if secret else {}
+    secrets = _secrets_of(url, secret)
+    verify = str(ca_bundle) if ca_bundle else True
+    out = []
+    with requests.Session() as s:
+        s.trust_env = False  # no ~/.netrc credentials or proxy settings picked up behind the user's back
+        for p in paths:
+            dest = _put_url(parts, p.name) if method == "PUT" else url
+            rec = {"file": p.name, "url": redact_url(dest), "method": method, "size": p.stat().st_size,
+                   "sha256": _sha256(p), "status": None, "attempts": 0, "ok": False, "error": None}
+            _send(s, rec, p, dest, headers, verify, retries, backoff, timeout, secrets)
+            out.append(rec)
+    return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password in its user info, and every query value, replaced by ``REDACTED``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return REDACTED
+    if parts.username:
+        netloc = f"{parts.username}:{REDACTED}@{netloc}" if parts.password is not None else \
+            f"{REDACTED}@{netloc}"
+    query = "&".join(f"{k}={REDACTED}" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _send(s, rec, path, dest, headers, verify, retries, backoff, timeout, secrets) -> None:
+    for attempt in range(1, retries + 2):
+        rec["attempts"] = attempt
+        retry = False
+        try:
+            with path.open("rb") as fh:
+                if rec["method"] == "PUT":
+                    r = s.put(dest, data=fh, timeout=timeout, verify=verify, allow_redirects=False,
+                              headers={**headers, "Content-Type": "application/octet-stream"})
+                else:
+                    r = s.post(dest, files={"file": (path.name, fh, "application/octet-stream")},
+                               timeout=timeout, verify=verify, allow_redirects=False, headers=headers)
+            rec["status"] = r.status_code
+            if 200 <= r.status_code < 300:
+                rec["ok"], rec["error"] = True, None
+                log.info("uploaded %s to %s: HTTP %s after %d attempt(s)", rec["file"], rec["url"],
+                         r.status_code, attempt)
+                return
+            rec["error"] = _scrub(f"HTTP {r.status_code} {r.reason or ''}".strip()
+                                  + (f": {r.text[:200]}" if r.text else ""), secrets)
+            retry = r.status_code in RETRY_STATUS
+        except (requests.ConnectionError, requests.Timeout) as e:
+            rec["status"], rec["error"], retry = None, _scrub(f"{type(e).__name__}: {e}", secrets), True
+        except (requests.RequestException, OSError) as e:
+            rec["status"], rec["error"] = None, _scrub(f"{type(e).__name__}: {e}", secrets)
+        log.warning("upload of %s to %s, attempt %d: %s", rec["file"], rec["url"], attempt, rec["error"])
+        if not retry or attempt > retries:
+            return
+        time.sleep(backoff * 2 ** (attempt - 1))
+
+
+def _put_url(parts, name: str) -> str:
+    """``URL/<name>``: the name joins the path; any query (a signed URL's) stays at the end."""
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + quote(name), fragment=""))
+
+
+def _auth_value(env: str | None, file: Path | None) -> str | None:
+    if env and file:
+        raise UploadError("give the auth header either from an environment variable or from a file, not both")
+    if env:
+        value = os.environ.get(env, "")
+        if not value.strip():
+            raise UploadError(f"environment variable {env} (auth header for the upload) is unset or empty")
+        where = f"environment variable {env}"
+    elif file:
+        try:
+            value = Path(file).read_text(encoding="utf-8").split("\n", 1)[0]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UploadError(f"cannot read the auth header file {file}: {type(e).__name__}") from None
+        where = f"auth header file {file}"
+    else:
+        return None
+    value = value.strip()
+    if not value or not value.isascii() or not value.isprintable():
+        raise UploadError(f"{where} must hold one non-empty line of printable ASCII")
+    return value
+
+
+def _secrets_of(url: str, secret: str | None) -> list[str]:
+    """Every string that must not appear in a record: the header value and its parts, the URL's
+    password, and its query values (longest first, so the whole is replaced before a part)."""
+    out = []
+    if secret:
+        out += [secret] + [w for w in secret.split() if len(w) >= 4]
+    parts = urlsplit(url)
+    if parts.password:
+        out.append(parts.password)
+    out += [v for _, v in parse_qsl(parts.query) if len(v) >= 4]
+    return sorted(set(out), key=len, reverse=True)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        text = text.replace(s, REDACTED)
+    return " ".join(text.split())[:300]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

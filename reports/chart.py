@@ -1,0 +1,449 @@
+"""The timeline picture of report.html: an inline SVG drawn with matplotlib from the analysis dict.
+
+One lane per evidence source (journal, packages, containers, DCGM, GPU capacity), incident windows
+shaded, evidence gaps hatched and labelled with their reason, each ``journal.reload`` marked and
+labelled with its requester, and one zoomed panel per incident window (a reload and its EPERM are
+seconds apart on a scale of weeks). The x axis is the node's local time at its fixed UTC offset
+(``analysis["timezone"]["utc_offset"]``).
+
+Like the other renderers it computes nothing the JSON does not hold; it only chooses what to draw.
+Text from the evidence reaches the SVG only through matplotlib, which draws glyphs as paths and
+escapes the text it keeps in comments, with math text off, so a requester named ``<script>`` or
+``$x$`` is drawn as those characters.
+"""
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+from matplotlib.textpath import TextPath  # noqa: E402
+
+#: top to bottom
+LANES = ("journal", "packages", "containers", "DCGM", "GPU capacity")
+#: gap ``source`` -> the lanes it limits (a substring match in _gap_lanes handles other names)
+GAP_LANES = {"journal": ("journal",), "dpkg": ("packages",), "apt": ("packages",),
+             "unattended-upgrades": ("packages",), "packages": ("packages",),
+             "containers": ("containers",), "containerd": ("containers",), "kubelet": ("containers",),
+             "dcgm": ("DCGM",), "dcgm-exporter": ("DCGM",), "capacity": ("GPU capacity",),
+             "prometheus": ("DCGM", "GPU capacity")}
+#: how a gap reads when its source starts covering at date D (node local date)
+GAP_WORDING = {"journal": "journal rotated before {d}", "dpkg": "dpkg.log rotated before {d}",
+               "apt": "apt history rotated before {d}", "prometheus": "Prometheus retention starts {d}"}
+#: kind -> (legend text, marker, face colour, size in points, filled); print-safe: shapes differ
+STYLES = {
+    "journal.reload": ("daemon-reload", "v", "#b00020", 11, True),
+    "journal.reexec": ("daemon-reexec", "v", "#b00020", 10, False),
+    "journal.boot": ("boot", "|", "#000000", 16, True),
+    "journal.nvml-error": ("NVML/GPU error", "X", "#d35400", 10, True),
+    "package.transaction": ("apt transaction", "s", "#1f4e9c", 8, True),
+    "package.unattended-run": ("unattended-upgrades run", "D", "#1f4e9c", 8, False),
+    "package.dpkg-action": ("dpkg action", "|", "#777777", 9, True),
+    "container.created": ("container created", "^", "#2e7d32", 9, True),
+    "container.probe": ("device probe ok", "o", "#2e7d32", 8, False),
+    "container.probe-failed": ("device probe failed", "X", "#b00020", 10, True),
+    "metrics.dcgm-last-seen": ("DCGM last seen", "o", "#6a1b9a", 9, True),
+    "metrics.capacity-change": ("GPU capacity change", "D", "#6a1b9a", 8, True),
+    "other": ("other event", ".", "#999999", 6, True),
+}
+PROBE_ERRORS = ("EPERM", "ENXIO", "ENOENT", "EACCES")
+FONT = 12          # points at the drawn width; A4 print scales the picture to ~80 %, so ~9.6 pt on paper
+SMALL = 10.5
+WIDTH_IN = 9.6     # inches at 72 pt/in in SVG: 691 pt = ~920 CSS px
+MAX_ZOOMS = 8
+LANE_IN = 0.36        # inches between lanes
+LANE_TOP, LANE_BOTTOM = len(LANES) - 0.5, -0.95  # y limits around the lanes (lanes are at 0 .. 4)
+AXES_PT = WIDTH_IN * 72 * 0.84  # about the width of a panel's plotting area, in points
+LABEL_ANGLE = 55      # degrees: slanted labels of nearby reloads stay apart
+LABEL_SEP_PT = SMALL * 1.9  # reloads closer than this on the page share one label
+_SLACK = timedelta(minutes=1)  # a source that ends this close to the last evidence has no gap there
+MAX_MARKERS = 1500  # per kind and panel: denser markers are merged by pixel column
+
+_RC = {"svg.fonttype": "path", "svg.hashsalt": "gpu-forensics", "text.usetex": False,
+       "text.parse_math": False, "font.family": "DejaVu Sans", "font.size": FONT,
+       "hatch.linewidth": 0.8, "axes.titlesize": FONT + 1}
+
+
+@dataclass
+class _Ctx:
+    tz: timezone
+    tzlabel: str
+    events: list = field(default_factory=list)     # (datetime UTC, lane, style key, entry)
+    windows: list = field(default_factory=list)    # (id, label, start, end)
+    gaps: list = field(default_factory=list)       # (lane, strip, strips, start|None, end|None, source, reason)
+    first: datetime | None = None                  # the dated evidence spans first .. last (unpadded)
+    last: datetime | None = None
+    inferred: list = field(default_factory=list)   # (datetime, requested_by) causes with no reload event
+    requesters: dict = field(default_factory=dict)  # reload time -> cause.requested_by
+
+
+def timeline_svg(a: dict, *, element_id: str = "timeline-chart") -> str:
+    """Draw the analysis ``a`` (schema ``gpu-forensics/analysis/v1``) as an inline ``<svg>`` string.
+
+    The root element carries ``id=element_id``, ``role="img"`` and a ``<title>``; it has no XML
+    prolog or doctype, no external reference and no script, and its ids are prefixed with
+    ``element_id`` so that it can sit inside report.html. It scales to its container's width (at
+    most ~920 px). Never raises on a valid analysis dict, including one with no incident, no event
+    or a single event; entries whose time does not parse are left out.
+    """
+    buf = io.StringIO()
+    with matplotlib.rc_context(_RC):
+        fig = _figure(a)
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    return _inline(buf.getvalue(), element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
+
+
+def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
+    """Draw the same picture as :func:`timeline_svg` into a PNG file at ``path`` (``dpi`` dots per
+    inch: 100 gives 960 px wide). Returns the path. Raises ``OSError`` if the file cannot be written."""
+    with matplotlib.rc_context(_RC):
+        _figure(a).savefig(Path(path), format="png", dpi=dpi)
+    return Path(path)
+
+
+# -- the model: what to draw, from the JSON ---------------------------------------------------------
+
+def _figure(a: dict) -> Figure:
+    ctx = _context(a)
+    times = [t for t, *_ in ctx.events] + [t for _, _, s, e in ctx.windows for t in (s, e)]
+    times += [t for g in ctx.gaps for t in g[3:5] if t] + [t for t, _ in ctx.inferred]
+    collected = _when(a.get("collected_at"))
+    if collected:
+        times.append(collected)
+    if not times:
+        fig = Figure(figsize=(WIDTH_IN, 1.5), layout="constrained")
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "No dated evidence to draw: the bundle holds no timed event, incident or gap.",
+                ha="center", va="center", transform=ax.transAxes)
+        return fig
+    lo, hi = min(times), max(times)
+    if hi - lo < timedelta(hours=2):  # one event, or a few close together: centre them
+        mid = lo + (hi - lo) / 2
+        lo, hi = mid - timedelta(hours=1), mid + timedelta(hours=1)
+    ctx.first, ctx.last = lo, hi
+    pad = (hi - lo) * 0.02
+    panels = [(lo - pad, hi + pad, f"{_txt(a.get('node') or 'node', 60)}: all evidence, "
+               f"{_day(lo, ctx)} .. {_day(hi, ctx)}", True)]
+    for iid, label, s, e in ctx.windows[:MAX_ZOOMS]:
+        pad = max((e - s) * 0.2, timedelta(seconds=60))
+        name = f"{iid} \u201c{_txt(label, 40)}\u201d" if label else iid
+        panels.append((s - pad, e + pad, f"Incident {name} window, zoomed: {_stamp(s, ctx)} .. {_stamp(e, ctx)}",
+                       False))
+    labels = [_reload_labels(ctx, p[0], p[1], p[3]) for p in panels]
+    tops = [LANE_TOP + _label_height_pt(lb) / 72 / LANE_IN for lb in labels]
+    heights = [(top - LANE_BOTTOM) * LANE_IN for top in tops]
+    fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.95 * len(panels) + 0.8), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (plo, phi, title, overview), lb, top in zip(axes, panels, labels, tops):
+        _panel(ax, ctx, plo, phi, title, overview, lb, top)
+    if len(ctx.windows) > MAX_ZOOMS:
+        fig.text(0.01, 0.0, f"{len(ctx.windows) - MAX_ZOOMS} more incident windows are not zoomed here; "
+                 "the incident tables list them.", fontsize=SMALL)
+    _legend(fig, ctx)
+    return fig
+
+
+def _context(a: dict) -> _Ctx:
+    tz = _offset(((a.get("timezone") or {}).get("utc_offset")))
+    ctx = _Ctx(tz=tz, tzlabel=_tzlabel(a, tz))
+    for inc in a.get("incidents") or []:
+        w = inc.get("window") or {}
+        s, e = _when(w.get("start")), _when(w.get("end"))
+        if s and e:
+            ctx.windows.append((_txt(inc.get("id") or "?", 12), inc.get("label"), min(s, e), max(s, e)))
+        for c in inc.get("causes") or []:
+            t, rb = _when(c.get("at")), c.get("requested_by")
+            if c.get("kind") == "daemon-reload" and t and rb:
+                ctx.requesters[t] = rb
+    for e in a.get("timeline") or []:
+        t = _when(e.get("at"))
+        lane = _lane(e.get("kind") or "")
+        if t and lane:
+            ctx.events.append((t, lane, _style(e), e))
+    reloads = {t for t, _, k, _ in ctx.events if k == "journal.reload"}
+    ctx.inferred = [(t, rb) for t, rb in ctx.requesters.items()
+                    if rb.get("basis") == "inferred" and not any(abs(t - r) < timedelta(seconds=1) for r in reloads)]
+    per_lane: dict[str, list[dict]] = {}
+    for g in a.get("gaps") or []:
+        for lane in _gap_lanes(str(g.get("source") or "")):
+            per_lane.setdefault(lane, []).append(g)
+    for lane, gs in per_lane.items():
+        for i, g in enumerate(gs):
+            cov = g.get("covers") or {}
+            ctx.gaps.append((lane, i, len(gs), _when(cov.get("start")), _when(cov.get("end")),
+                             str(g.get("source")), str(g.get("reason") or "")))
+    return ctx
+
+
+def _lane(kind: str) -> str | None:
+    if kind.startswith("journal."):
+        return "journal"
+    if kind.startswith("package."):
+        return "packages"
+    if kind.startswith("container."):
+        return "containers"
+    if kind.startswith("metrics."):
+        return "GPU capacity" if "capacity" in kind else "DCGM"
+    return None  # incident.start/end are drawn as windows
+
+
+def _style(e: dict) -> str:
+    kind = e.get("kind") or ""
+    if kind == "container.probe":
+        vals = {str(v) for v in (e.get("attrs") or {}).values()}
+        return "container.probe-failed" if vals & set(PROBE_ERRORS) else kind
+    return kind if kind in STYLES else "other"
+
+
+def _gap_lanes(source: str) -> tuple[str, ...]:
+    s = source.lower()
+    if s in GAP_LANES:
+        return GAP_LANES[s]
+    for key, lanes in (("prom", ("DCGM", "GPU capacity")), ("dcgm", ("DCGM",)), ("capacity", ("GPU capacity",)),
+                       ("journal", ("journal",)), ("contain", ("containers",)), ("oci", ("containers",)),
+                       ("cdi", ("containers",)), ("dpkg", ("packages",)), ("apt", ("packages",)),
+                       ("unattended", ("packages",))):
+        if key in s:
+            return lanes
+    return ()  # e.g. "boot": not an evidence lane; the gaps table shows it
+
+
+# -- drawing ------------------------------------------------------------------------------------------
+
+def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool, labels, top: float) -> None:
+    y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(LANE_BOTTOM, top)
+    ax.set_yticks([y[n] for n in LANES], list(LANES), fontsize=FONT)
+    ax.tick_params(axis="y", length=0)
+    for v in y.values():
+        ax.axhline(v, color="#dddddd", lw=0.8, zorder=0)
+    loc = mdates.AutoDateLocator(tz=ctx.tz, minticks=4, maxticks=9)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=ctx.tz))
+    ax.tick_params(axis="x", labelsize=SMALL + 0.5)
+    ax.set_xlabel(f"node time, {ctx.tzlabel}", fontsize=SMALL + 0.5)
+    ax.set_title(title, loc="left", fontsize=FONT + 1)
+    ax.grid(axis="x", color="#eeeeee", lw=0.8)
+    width = hi - lo
+    for iid, _label, s, e in ctx.windows:
+        if e < lo or s > hi:
+            continue
+        s2, e2 = s, e
+        if e - s < width * 0.004:  # keep a seconds-long window visible on a scale of weeks
+            mid = s + (e - s) / 2
+            s2, e2 = mid - width * 0.002, mid + width * 0.002
+        ax.axvspan(s2, e2, facecolor="#ffe0b2", edgecolor="#c77700", lw=1.0, ls="--", zorder=0.5)
+        if overview:
+            ax.text(max(s2, lo), LANE_BOTTOM + 0.08, f" {iid}", fontsize=SMALL, va="bottom", color="#8a5300",
+                    zorder=4)
+        else:
+            for x, text, ha in ((s2, "last known good ", "right"), (e2, " first known bad", "left")):
+                if lo <= x <= hi:
+                    ax.text(x, LANE_BOTTOM + 0.08, text, fontsize=SMALL, ha=ha, va="bottom", color="#8a5300",
+                            zorder=4)
+    for lane, strip, strips, cs, ce, source, reason in ctx.gaps:
+        _gap(ax, y[lane], strip, strips, cs, ce, source, reason, lo, hi, ctx)
+    for kind in STYLES:
+        pts = [(t, y[lane]) for t, lane, k, _ in ctx.events if k == kind and lo <= t <= hi]
+        if pts:
+            _markers(ax, pts, kind, lo, hi)
+    for t, _rb in ctx.inferred:
+        if lo <= t <= hi:
+            ax.plot([t], [y["journal"]], marker="v", ms=11, mfc="white", mec="#b00020", mew=1.6, ls="", zorder=5)
+    _draw_labels(ax, labels, y["journal"])
+
+
+def _markers(ax, pts, kind, lo, hi) -> None:
+    _legend_text, marker, colour, size, filled = STYLES[kind]
+    if len(pts) > MAX_MARKERS:
+        cols = {}
+        for t, yy in pts:
+            cols.setdefault((round((t - lo) / (hi - lo) * MAX_MARKERS), yy), (t, yy))
+        pts = list(cols.values())
+    xs, ys = zip(*pts)
+    ax.plot(xs, ys, marker=marker, ms=size, ls="", mfc=colour if filled else "white", mec=colour,
+            mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if kind == "journal.reload" else 3)
+
+
+def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
+    h = 0.84 / strips
+    y0 = yc - 0.42 + (strips - 1 - strip) * h
+    parts = []
+    if cs is None and ce is None:
+        parts.append((lo, hi, f"{source}: {_first_clause(reason)}"))
+    else:
+        if cs and cs > max(lo, ctx.first + _SLACK):
+            parts.append((lo, cs, GAP_WORDING.get(source.lower(), source + ": no evidence before {d}")
+                          .format(d=_day(cs, ctx))))
+        if ce and ce < min(hi, ctx.last - _SLACK):
+            parts.append((ce, hi, f"{source}: no evidence after {_day(ce, ctx)}"))
+    for s, e, text in parts:
+        s, e = max(s, lo), min(e, hi)
+        if e <= s:
+            continue
+        ax.add_patch(Rectangle((mdates.date2num(s), y0), mdates.date2num(e) - mdates.date2num(s), h,
+                               facecolor="#f2f2f2", edgecolor="#666666", hatch="///", lw=0.4, zorder=1))
+        if (e - s) >= (hi - lo) * 0.03:
+            ax.text(s + (hi - lo) * 0.004, y0 + h / 2, _txt(text, 70), fontsize=SMALL, va="center", ha="left",
+                    zorder=2, clip_on=True,
+                    bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.9})
+
+
+def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str]]:
+    """The reload labels of one panel: ``(time, text)``, one per cluster of reloads closer together
+    than a label's height (a package run can reload systemd several times in a second)."""
+    items = [(t, _requester(e, ctx)) for t, _, k, e in ctx.events if k == "journal.reload" and lo <= t <= hi]
+    items += [(t, _who(rb) + " (inferred)") for t, rb in ctx.inferred if lo <= t <= hi]
+    items.sort(key=lambda x: x[0])
+    sep = (hi - lo) * LABEL_SEP_PT / AXES_PT
+    clusters: list[list] = []
+    for t, who in items:
+        if clusters and t - clusters[-1][0][0] < sep:
+            clusters[-1].append((t, who))
+        else:
+            clusters.append([(t, who)])
+    out = []
+    for c in clusters:
+        whos = list(dict.fromkeys(w for _, w in c))
+        text = _txt(", ".join(whos), 36) + (f" \u00d7{len(c)}" if len(c) > 1 else "")
+        out.append((c[0][0], text if overview else f"{text} {_stamp(c[0][0], ctx, seconds=True)}"))
+    return out
+
+
+def _label_height_pt(labels) -> float:
+    """Vertical room the slanted labels need above the journal lane, in points."""
+    widest = max((_width_pt(t) for _, t in labels), default=0.0)
+    return widest * math.sin(math.radians(LABEL_ANGLE)) + SMALL * 1.6
+
+
+def _width_pt(text: str) -> float:
+    return TextPath((0, 0), text.replace("$", "S"), size=SMALL, prop=FontProperties(family="DejaVu Sans")
+                    ).get_extents().width
+
+
+def _draw_labels(ax, labels, yj) -> None:
+    # all slanted the same way, so none cross; one near the right edge may run into the margin,
+    # and the constrained layout makes room for it
+    for t, text in labels:
+        ax.text(t, yj + 0.32, text, rotation=LABEL_ANGLE, rotation_mode="anchor", ha="left", va="bottom",
+                fontsize=SMALL, color="#7a0016", zorder=6, clip_on=False)
+
+
+def _legend(fig, ctx: _Ctx) -> None:
+    kinds = {k for _, _, k, _ in ctx.events} | ({"journal.reload"} if ctx.inferred else set())
+    handles = []
+    for k, (text, marker, colour, size, filled) in STYLES.items():
+        if k in kinds:
+            handles.append(Line2D([], [], marker=marker, ls="", ms=min(size, 10), mec=colour,
+                                  mfc=colour if filled else "white", label=text))
+    if ctx.inferred:
+        handles.append(Line2D([], [], marker="v", ls="", ms=10, mec="#b00020", mfc="white",
+                              label="daemon-reload (inferred)"))
+    handles.append(Patch(facecolor="#ffe0b2", edgecolor="#c77700", ls="--", label="incident window"))
+    handles.append(Patch(facecolor="#f2f2f2", edgecolor="#666666", hatch="///", label="no evidence (gap)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(5, len(handles)), fontsize=SMALL,
+               frameon=False)
+
+
+# -- text and time helpers ------------------------------------------------------------------------------
+
+def _requester(e: dict, ctx: _Ctx) -> str:
+    t = _when(e.get("at"))
+    rb = next((rb for ct, rb in ctx.requesters.items() if t and abs(ct - t) < timedelta(seconds=1)), None)
+    if rb:
+        return _who(rb) + (" (inferred)" if rb.get("basis") == "inferred" else "")
+    at = e.get("attrs") or {}
+    who = at.get("requester_unit") or at.get("requester_comm")
+    return _txt(who, 40) if who else "requester unknown"
+
+
+def _who(rb: dict) -> str:
+    return _txt(rb.get("unit") or rb.get("comm") or "requester unknown", 40)
+
+
+def _txt(s, limit: int = 60) -> str:
+    """Evidence text made safe for a label: printable characters only, one line, at most ``limit``."""
+    s = "".join(c if c.isprintable() else "?" for c in str(s))
+    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+def _first_clause(reason: str) -> str:
+    return re.split(r"[;:(]", reason, maxsplit=1)[0].strip() or "not covered"
+
+
+def _when(text) -> datetime | None:
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt.astimezone(timezone.utc) if dt.tzinfo else None
+
+
+def _offset(text) -> timezone:
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", str(text or "").strip())
+    if not m:
+        return timezone.utc
+    delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+    return timezone(-delta if m.group(1) == "-" else delta)
+
+
+def _tzlabel(a: dict, tz: timezone) -> str:
+    """``KST / UTC+09:00``: the zone's abbreviation when the analysing machine knows the zone and it
+    matches the offset, else the offset alone."""
+    off = tz.utcoffset(None)
+    sign = "-" if off < timedelta(0) else "+"
+    mins = abs(int(off.total_seconds())) // 60
+    utc = f"UTC{sign}{mins // 60:02d}:{mins % 60:02d}"
+    name = (a.get("timezone") or {}).get("name")
+    try:
+        from zoneinfo import ZoneInfo
+        at = _when(a.get("collected_at")) or datetime.now(timezone.utc)
+        z = ZoneInfo(str(name))
+        abbr = z.tzname(at)
+        if abbr and abbr[0].isalpha() and z.utcoffset(at) == off:
+            return f"{_txt(abbr, 8)} / {utc}"
+    except Exception:  # unknown or missing zone name: the offset says it all
+        pass
+    return utc
+
+
+def _day(t: datetime, ctx: _Ctx) -> str:
+    return t.astimezone(ctx.tz).strftime("%Y-%m-%d")
+
+
+def _stamp(t: datetime, ctx: _Ctx, seconds: bool = False) -> str:
+    return t.astimezone(ctx.tz).strftime("%H:%M:%S" if seconds else "%Y-%m-%d %H:%M:%S")
+
+
+def _inline(svg: str, element_id: str, title: str) -> str:
+    """Make matplotlib's SVG document safe to paste into HTML: no prolog, doctype or metadata, ids
+    prefixed, the stroke style scoped to this picture, and a width that follows the container."""
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+    p = re.sub(r"[^A-Za-z0-9_-]", "", element_id) or "chart"
+    svg = re.sub(r'\bid="', f'id="{p}-', svg)
+    svg = svg.replace('xlink:href="#', f'xlink:href="#{p}-').replace("url(#", f"url(#{p}-")
+    svg = svg.replace("*{stroke-linejoin", f"#{p} *{{stroke-linejoin", 1)
+    m = re.match(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    max_px = round(float(m.group(2)) * 4 / 3) if m else 1000
+    svg = re.sub(r'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'
+                 'display:block"', svg, count=1)
+    head = svg.index(">") + 1
+    return (svg[:4] + f' id="{p}" role="img" aria-label="{html.escape(title)}"' + svg[4:head]
+            + f"\n <title>{html.escape(title)}</title>" + svg[head:]).strip() + "\n"

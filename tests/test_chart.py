@@ -1,0 +1,150 @@
+"""The timeline picture: an inline SVG that says what the report says, holds nothing external, and
+draws hostile evidence text as text.
+
+Glyphs are drawn as paths, so the words are checked in the comments matplotlib writes next to each
+text ("<!-- journal rotated before 2026-07-17 -->"), which hold the text exactly as drawn.
+"""
+from __future__ import annotations
+
+import copy
+import re
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from reports.chart import timeline_svg, write_png
+
+
+def ev(at, source, kind, summary="", **attrs):
+    return {"at": at, "local": at, "source": source, "kind": kind, "summary": summary, "attrs": attrs,
+            "evidence": {"artifact": "journal/entries.jsonl", "line": 1}}
+
+
+@pytest.fixture
+def node3():
+    """The sample node's story: July outage with the journal rotated and Prometheus retention cut,
+    September reload by snapd.service confirmed by its caller line."""
+    return {
+        "schema": "gpu-forensics/analysis/v1", "node": "node3-gpu", "collected_at": "2026-10-20T00:00:00Z",
+        "timezone": {"name": "Asia/Seoul", "utc_offset": "+0900"},
+        "incidents": [
+            {"id": "I1", "label": "july", "symptom": "NVML: Unknown Error",
+             "window": {"start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z"},
+             "causes": [{"kind": "daemon-reload", "verdict": "inferred", "at": "2026-07-11T03:33:58Z",
+                         "requested_by": {"unit": "apt-daily-upgrade.service", "basis": "inferred"}}]},
+            {"id": "I2", "label": None, "symptom": "Failed to initialize NVML: Unknown Error",
+             "window": {"start": "2026-09-02T04:04:58Z", "end": "2026-09-02T04:05:27Z"},
+             "causes": [{"kind": "daemon-reload", "verdict": "confirmed", "at": "2026-09-02T04:05:13.211000Z",
+                         "requested_by": {"unit": "snapd.service", "pid": 48211, "comm": "systemctl",
+                                          "basis": "caller-line"}}]},
+        ],
+        "gaps": [
+            {"source": "journal", "covers": {"start": "2026-07-16T15:00:05Z", "end": "2026-10-20T00:00:00Z"},
+             "reason": "journal holds entries from 2026-07-16T15:00:05Z only"},
+            {"source": "prometheus", "covers": {"start": "2026-08-01T15:00:00Z", "end": "2026-10-20T00:00:00Z"},
+             "reason": "Prometheus holds data from 2026-08-01T15:00:00Z only"},
+            {"source": "unattended-upgrades", "covers": {"start": None, "end": None},
+             "reason": "absent: /var/log/unattended-upgrades not found on the node"},
+            {"source": "boot", "covers": {"start": "2025-12-25T00:12:44Z", "end": "2026-10-20T00:00:00Z"},
+             "reason": "the running boot started 2025-12-25"},
+        ],
+        "timeline": [
+            ev("2026-06-11T01:00:00Z", "dpkg", "package.dpkg-action", action="upgrade", package="libc6"),
+            ev("2026-06-11T01:00:00Z", "apt", "package.transaction", command="apt-get upgrade"),
+            ev("2026-07-11T03:34:00Z", "prometheus", "metrics.dcgm-last-seen", gpu="0"),
+            ev("2026-07-16T15:00:05Z", "journal", "journal.boot"),
+            ev("2026-08-01T15:00:00Z", "prometheus", "metrics.capacity-change", old=8, new=0),
+            ev("2026-09-01T00:00:00Z", "containerd", "container.created", id="abc"),
+            ev("2026-09-02T04:05:13.211000Z", "journal", "journal.reload", "daemon-reload by snapd.service",
+               requester_pid=48211, requester_comm="systemctl", requester_unit="snapd.service"),
+            ev("2026-09-02T04:05:27Z", "journal", "journal.nvml-error", "Failed to initialize NVML"),
+            ev("2026-09-02T04:05:30Z", "probe", "container.probe", result="EPERM"),
+            ev("2026-09-02T04:04:58Z", "incident", "incident.start", incident="I2"),
+        ],
+    }
+
+
+def words(svg: str) -> str:
+    """The text drawn, from matplotlib's comments, one per line."""
+    return "\n".join(re.findall(r"<!-- (.*?) -->", svg))
+
+
+def test_lanes_gaps_reloads_and_zoom_panels(node3):
+    svg = timeline_svg(node3)
+    w = words(svg)
+    for lane in ("journal", "packages", "containers", "DCGM", "GPU capacity"):
+        assert lane in w.splitlines()
+    assert "journal rotated before 2026-07-17" in w  # 15:00:05Z is midnight the 17th in Seoul
+    assert "Prometheus retention starts 2026-08-02" in w
+    assert "unattended-upgrades: absent" in w
+    assert "<pattern" in svg  # hatched, not colour alone
+    assert "snapd.service" in w and "apt-daily-upgrade.service (inferred)" in w
+    assert "snapd.service 13:05:13" in w  # zoomed: the requester with the node-local second
+    assert "node time, KST / UTC+09:00" in w
+    assert "Incident I1 \u201cjuly\u201d window, zoomed: 2026-07-11 12:34:00 .. 2026-08-02 00:00:00" in w
+    assert "Incident I2 window, zoomed: 2026-09-02 13:04:58 .. 2026-09-02 13:05:27" in w
+    assert "first known bad" in w and "last known good" in w
+
+
+def test_inline_and_self_contained(node3):
+    svg = timeline_svg(node3, element_id="timeline-chart")
+    assert svg.startswith('<svg id="timeline-chart" ') and "<?xml" not in svg and "<!DOCTYPE" not in svg
+    assert "<metadata" not in svg and "<script" not in svg.lower() and "<image" not in svg
+    assert re.findall(r'href="(?!#)', svg) == [] and re.findall(r"url\((?!#)", svg) == []
+    assert "http://" not in svg.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
+        'xmlns:xlink="http://www.w3.org/1999/xlink"', "")
+    root = ET.fromstring(svg)  # well-formed
+    assert root.get("viewBox") and root.get("width") == "100%"
+    ids = re.findall(r'\bid="([^"]+)"', svg)
+    assert len(ids) == len(set(ids)) and all(i.startswith("timeline-chart") for i in ids)
+    assert "#timeline-chart *{stroke-linejoin" in svg  # matplotlib's global style scoped to the picture
+    assert timeline_svg(node3) == svg  # deterministic: the same bundle gives the same report
+
+
+def test_evidence_text_is_escaped_and_not_math(node3):
+    a = copy.deepcopy(node3)
+    a["incidents"][1]["causes"][0]["requested_by"] = None
+    a["timeline"][6]["attrs"]["requester_unit"] = '<script>alert(1)</script> & $x^2$ "q"\x1b'
+    svg = timeline_svg(a)
+    ET.fromstring(svg)
+    assert "<script" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; $x^2$" in svg
+    assert 'id="timeline-chart-DejaVuSans-24"' in svg  # a "$" glyph was drawn: no mathtext
+
+
+@pytest.mark.parametrize("a", [
+    {},
+    {"timezone": {"name": None, "utc_offset": None}, "incidents": [], "gaps": [], "timeline": []},
+    {"timezone": {"utc_offset": "-0530"}, "timeline": [ev("2026-09-02T04:05:13Z", "journal", "journal.reload")]},
+    {"timeline": [ev("not a time", "journal", "journal.reload"), ev(None, "dpkg", "package.dpkg-action")]},
+    {"incidents": [{"id": "I1", "window": {"start": "2026-09-02T04:05:00Z", "end": "2026-09-02T04:05:00Z"},
+                    "causes": []}], "gaps": [{"source": "journal", "covers": {"start": None, "end": None},
+                                              "reason": "absent"}]},
+], ids=["bare", "empty", "one-event", "bad-times", "zero-length-window"])
+def test_never_crashes_on_thin_evidence(a):
+    svg = timeline_svg(a)
+    assert ET.fromstring(svg).tag.endswith("svg")
+
+
+def test_single_event_shows_in_node_time():
+    svg = timeline_svg({"timezone": {"name": "Asia/Kolkata", "utc_offset": "+0530"},
+                        "timeline": [ev("2026-09-02T04:05:13Z", "journal", "journal.reload",
+                                        requester_comm="systemctl")]})
+    w = words(svg)
+    assert "systemctl" in w and "node time, IST / UTC+05:30" in w
+
+
+def test_many_events_stay_small_and_fast(node3):
+    a = copy.deepcopy(node3)
+    a["timeline"] += [ev(f"2026-0{m}-{d:02d}T{h:02d}:{s:02d}:00Z", "dpkg", "package.dpkg-action")
+                      for m in range(1, 9) for d in range(1, 29) for h in range(24) for s in range(0, 60, 10)]
+    t0 = time.monotonic()
+    svg = timeline_svg(a)
+    assert time.monotonic() - t0 < 20 and len(svg) < 3_000_000
+    assert len(a["timeline"]) > 30000
+
+
+def test_write_png(node3, tmp_path):
+    p = write_png(node3, tmp_path / "t.png")
+    head = p.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(head[16:20], "big") >= 900
