@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example: sudo gpu-forensics run --incident 2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
     _collect_args(r)
     _analyze_args(r, bundle=False)
+    r.add_argument("--upload-url", metavar="URL", help="PUT (or POST) the bundle archive and the reports here, as sos does")
+    r.add_argument("--upload-method", choices=["put", "post"], default="put")
+    r.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
+    r.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
+    r.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
@@ -216,6 +221,33 @@ def _summary(bundle: Path, args) -> None:
               "unreadable records)", file=sys.stderr)
 
 
+def _upload(bundle: Path, args) -> int:
+    """Upload the bundle archive (made beside a bundle directory) and the reports. The answers go to
+    ``<bundle>.upload.json``: the manifest is sealed before the upload, and changing it would change the
+    SHA-256 just sent."""
+    import tarfile
+    from .upload import UploadError, upload
+    archive = bundle
+    if bundle.is_dir():
+        archive = bundle.with_name(bundle.name + ".tar.gz")
+        with tarfile.open(archive, "w:gz") as tf:
+            tf.add(bundle, arcname=bundle.name)
+    files = [archive] + [p for p in _report_paths(args, bundle) if p.exists()]
+    try:
+        recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
+                      auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,
+                      ca_bundle=args.upload_ca)
+    except UploadError as e:
+        raise UsageError(f"--upload-url: {e}") from None
+    side = archive.with_name(archive.name + ".upload.json")
+    side.write_text(json.dumps(recs, indent=2) + "\n")
+    for r in recs:
+        print(f"upload {r['file']}: {'ok' if r['ok'] else 'FAILED'} (HTTP {r['status']}, {r['attempts']} attempts)"
+              + (f": {r['error']}" if r.get("error") else ""))
+    print(f"upload record: {side}")
+    return EXIT_OK if all(r["ok"] for r in recs) else EXIT_MISSING
+
+
 def cmd_timeline(args) -> int:
     from .analysis import analyze
     a = analyze(Bundle.open(args.bundle))
@@ -303,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             path, rc = cmd_collect(args, full)
             rc2 = cmd_analyze(path, args)
             _summary(path, args)
-            return max(rc, rc2)
+            rc3 = _upload(path, args) if args.upload_url else EXIT_OK
+            return max(rc, rc2, rc3)
         if args.cmd == "timeline":
             return cmd_timeline(args)
         if args.cmd == "verify":

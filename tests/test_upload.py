@@ -194,3 +194,27 @@ def test_redact_url():
         "https://u:REDACTED@h.example:8443/a/b?X-Amz-Signature=REDACTED&case=REDACTED"
     assert redact_url("https://tok@h.example/a") == "https://REDACTED@h.example/a"
     assert redact_url("http://h.example/a/b") == "http://h.example/a/b"
+
+
+def test_run_with_upload_url_sends_the_real_bundle_and_reports(drop, tmp_path, monkeypatch, capsys):
+    """`gpu-forensics run --upload-url` on the sample node: the server receives exactly the bytes."""
+    import json as _json
+    import sys as _sys
+    from forensics.cli import SAMPLE_ROOT, main
+    _sys.path.insert(0, str(SAMPLE_ROOT.parent))
+    import build
+    build.ensure_journal()
+    monkeypatch.setenv("TICKET_AUTH", "Bearer s3cr3t-upload-token")
+    out = tmp_path / "node3.tar.gz"
+    rc = main(["run", "--root", str(SAMPLE_ROOT), "--out", str(out), "--upload-url", drop.url + "/INC-42",
+               "--upload-auth-env", "TICKET_AUTH"])
+    assert rc == 0
+    assert drop.stored[f"/INC-42/node3.tar.gz"] == out.read_bytes()
+    report = tmp_path / "node3-report" / "report.html"
+    assert drop.stored["/INC-42/report.html"] == report.read_bytes()
+    assert {r["auth"] for r in drop.requests} == {"Bearer s3cr3t-upload-token"}
+    side = tmp_path / "node3.tar.gz.upload.json"
+    recs = _json.loads(side.read_text())
+    assert [r["status"] for r in recs] == [201, 201, 201, 201] and all(r["ok"] for r in recs)
+    text = side.read_text() + capsys.readouterr().out
+    assert "s3cr3t" not in text
