@@ -81,8 +81,17 @@ def analyze(bundle: Bundle) -> dict:
     """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``)."""
     nf, events, coverage, facts, problems = read_all(bundle)
     m = bundle.manifest
-    preconditions = facts.get("preconditions") or {"systemd_cgroup": None, "gpu_outside_spec": None}
-    incidents, cov = correlate(m, events, coverage, preconditions)
+    preconditions = {"systemd_cgroup": (facts.get("preconditions") or {}).get("systemd_cgroup"),
+                     "gpu_outside_spec": None}
+    if facts.get("runtime") or facts.get("containers"):
+        from collectors.containers_parse import ENV_ALLOW
+        from .exposure import assess, device_plugin_settings
+        containers = facts.get("containers") or []
+        facts["exposure"] = assess(facts.get("runtime") or {}, containers,
+                                   device_plugin_settings(containers, ENV_ALLOW.match))
+        preconditions["gpu_outside_spec"] = facts["exposure"].get("gpu_outside_spec")
+    broken = [r for r in (facts.get("exposure") or {}).get("containers", []) if r.get("broken")]
+    incidents, cov = correlate(m, events, coverage, preconditions, broken)
     tz = nf.tz
     for inc in incidents:
         events.append(Event(inc.start, "incident", "incident.start", f"{inc.id} last known good", {"incident": inc.id}))

@@ -47,7 +47,8 @@ def coverage_map(coverage: list[Coverage], collected_at: datetime | None,
     return out
 
 
-def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dict[str, Coverage]) -> list[Incident]:
+def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dict[str, Coverage],
+                   broken: list[dict] | None = None, collected_at: datetime | None = None) -> list[Incident]:
     """Incidents from ``--incident`` (stored in the manifest) and from NVML/CUDA error lines.
 
     An error line opens an incident for its pod (or unit) unless an earlier incident already holds it
@@ -81,20 +82,77 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
         if not last_good:
             inc.notes.append("no healthy marker before the first error: the window starts at the journal's first entry")
         out.append(inc)
+    _from_containers(out, events, broken or [], collected_at)
     for n, inc in enumerate(sorted(out, key=lambda x: x.end), 1):
         inc.id = f"I{n}"
     return sorted(out, key=lambda x: x.end)
 
 
-def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict) -> tuple[list[Incident], dict[str, Coverage]]:
+def _pod_key(attrs: dict) -> str:
+    return f"{attrs.get('namespace') or attrs.get('pod_namespace') or ''}/{attrs.get('pod') or attrs.get('id') or '?'}"
+
+
+def _from_containers(out: list[Incident], events: list[Event], broken: list[dict],
+                     collected_at: datetime | None) -> None:
+    """Open incidents from container evidence (issue 3's detector), in place.
+
+    - a container log's first NVML/CUDA error: window from the last clean line before it (else the
+      container's creation) to that error;
+    - a container whose device nodes exist but whose probe gives EPERM or whose cgroup rules no
+      longer allow its GPU (``broken``: exposure rows with ``created``): window from its last clean log
+      line (else its creation) to its first error line (else the collection time).
+    An existing incident whose window lies inside the new one already brackets the same outage more
+    tightly: the container is added to its evidence instead of opening a wider incident.
+    """
+    errors = [e for e in events if e.kind == "container.log-error"]
+    healthy = [e for e in events if e.kind == "container.log-healthy"]
+    created = {e.attrs.get("id"): e for e in events if e.kind == "container.created"}
+    by_pod = {_pod_key(e.attrs): e for e in created.values()}
+    candidates: list[tuple[datetime | None, datetime | None, str, list[dict]]] = []
+    seen: set[str] = set()
+    for err in errors:
+        key = _pod_key(err.attrs)
+        if key in seen:
+            continue
+        seen.add(key)
+        good = [h for h in healthy if _pod_key(h.attrs) == key and h.at <= err.at]
+        start_ev = good[-1] if good else by_pod.get(key)
+        candidates.append((start_ev.at if start_ev else None, err.at,
+                           f"{err.attrs.get('message') or 'NVML/CUDA error'} (pod {key}, container log)",
+                           [verdicts.cite(err)] + ([verdicts.cite(start_ev)] if start_ev else [])))
+    for row in broken:
+        key = _pod_key(row)
+        if key in seen:
+            continue
+        seen.add(key)
+        c = by_pod.get(key) or created.get(row.get("id"))
+        start = c.at if c else None
+        candidates.append((start, collected_at, f"GPU no longer usable in pod {key}: {row.get('reason') or 'broken'}",
+                           [{"artifact": f"containers/{row.get('id')}", "summary": row.get("reason") or "broken"}]))
+    for start, end, symptom, ev in candidates:
+        if start is None or end is None:
+            continue
+        inner = [inc for inc in out if start <= inc.start and inc.end <= end]
+        holding = [inc for inc in out if inc.start <= end <= inc.end]
+        if inner or holding:
+            (inner or holding)[0].evidence.extend(ev)
+            (inner or holding)[0].notes.append(f"also: {symptom}")
+            continue
+        out.append(Incident("I?", symptom, start, end, "containers", evidence=ev))
+
+
+def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict,
+              broken: list[dict] | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
     """Weigh every cause in :data:`forensics.verdicts.RULES` for every incident.
 
-    ``events`` must be sorted by time. Returns ``(incidents with causes, coverage by source)``.
+    ``events`` must be sorted by time; ``broken`` lists exposure rows of containers that lost their GPU.
+    Returns ``(incidents with causes, coverage by source)``.
     """
     collected = (manifest.get("collection") or {}).get("start")
     done = {a.get("source") for a in manifest.get("artifacts", []) if a.get("status") == "collected"}
     cov = coverage_map(coverage, parse_iso(collected) if collected else None, done)
-    incidents = incidents_from(manifest.get("incidents") or [], events, cov)
+    incidents = incidents_from(manifest.get("incidents") or [], events, cov, broken,
+                               parse_iso(collected) if collected else None)
     for inc in incidents:
         inc.causes = [
             verdicts.daemon_reload(inc.start, inc.end, events, cov, preconditions),

@@ -89,6 +89,9 @@ def daemon_reload(start: datetime, end: datetime, events: list[Event], cov: dict
         more = f" ({len(reloads)} reloads in the window; the first one revokes the device rules)" \
             if len(reloads) > 1 else ""
         by = describe_requester(req)
+        if j and j.start and j.start > start:
+            more += (f"; the journal starts only at {human(j.start)}, so an earlier reload in the window "
+                     "cannot be seen and this one may not be the first")
         return Cause("daemon-reload", CONFIRMED,
                      f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
                      f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.{pre_note}",

@@ -129,3 +129,32 @@ def test_first_surviving_entry_of_a_rotated_journal_is_not_a_reboot():
     second = Event(T("2026-07-20T00:00:00"), "journal", "journal.boot", "boot", {"boot_id": "aa"})
     c = verdicts.reboot(*window, [first, second], cov(journal=("2026-07-16T15:00:05", "2026-11-30T02:00:00")))
     assert c.verdict == "confirmed" and c.at == T("2026-07-20T00:00:00")
+
+
+def _c(kind, at, **attrs):
+    return Event(T(at), "containers", kind, kind, attrs, {"artifact": "containers/k8s.io/x/record.json"})
+
+
+def test_container_log_error_opens_incident_from_its_last_clean_line():
+    ev = [_c("container.created", "2026-09-02T04:03:41", id="6a1f", pod="trainer-0", namespace="ml"),
+          _c("container.log-healthy", "2026-09-02T04:05:12", pod="trainer-0", namespace="ml"),
+          _c("container.log-error", "2026-09-02T04:05:21", pod="trainer-0", namespace="ml",
+             message="Failed to initialize NVML: Unknown Error")]
+    incs = incidents_from([], ev, {})
+    assert [(i.start, i.end, i.origin) for i in incs] == [(T("2026-09-02T04:05:12"), T("2026-09-02T04:05:21"), "containers")]
+
+
+def test_broken_container_is_absorbed_by_a_tighter_incident_already_open():
+    m = [{"start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z", "label": "july"}]
+    ev = [_c("container.created", "2026-01-05T00:00:00", id="dp1", pod="nvidia-device-plugin-x", namespace="kube-system")]
+    broken = [{"id": "dp1", "pod": "nvidia-device-plugin-x", "namespace": "kube-system", "reason": "cgroup denies 195:*"}]
+    incs = incidents_from(m, ev, {}, broken, T("2026-11-30T02:00:00"))
+    assert len(incs) == 1 and incs[0].label == "july"
+    assert any("nvidia-device-plugin-x" in n for n in incs[0].notes)
+
+
+def test_reload_found_in_a_window_the_journal_only_partly_covers_says_it_may_not_be_the_first():
+    ev = [reload("2026-09-02T04:05:13", 48211, "systemctl", "snapd.service")]
+    c = verdicts.daemon_reload(T("2026-01-05T00:00:00"), T("2026-11-30T02:00:00"), ev,
+                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
+    assert c.verdict == "confirmed" and "may not be the first" in c.reason

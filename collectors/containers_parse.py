@@ -1,0 +1,331 @@
+"""Pure parsers and the redaction for the container collector (no host access here).
+
+Formats, with where each is defined:
+- OCI runtime spec ``config.json``: opencontainers/runtime-spec v1.3.0 config.md ("POSIX-platform
+  Hooks", "Process" env), config-linux.md ("Devices", "Allowed Device list"); formats.md §5.1.
+- runc ``state.json``: runc libcontainer/container_linux.go ``State``; device ``type`` is a Go rune
+  serialised as an integer (97 ``a``, 98 ``b``, 99 ``c``), ``-1`` is a wildcard; formats.md §5.2.
+- cgroup v1 ``devices.list``: ``<a|b|c> <major|*>:<minor|*> <rwm>`` per line
+  (Documentation/admin-guide/cgroup-v1/devices.rst); formats.md §6.
+- systemd transient unit files and drop-ins (``DevicePolicy=``, ``DeviceAllow=``; an empty
+  ``DeviceAllow=`` resets the list): systemd.resource-control(5); cases.md C08.
+- ``bpftool -j cgroup show`` / ``bpftool -j prog show id N`` JSON (bpftool-cgroup(8), bpftool-prog(8)).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timezone
+
+from forensics.timeutil import iso_z, parse_iso
+
+#: env names whose values are kept (issue 6 item 3); everything else becomes a hash prefix
+#: plus the NVIDIA device plugin's and HAMi's own settings, which are evidence and hold no secret
+ENV_ALLOW = re.compile(r"^(NVIDIA_\w*|CUDA_\w*|PATH|HOSTNAME|HOME|KUBERNETES_SERVICE_HOST|"
+                       r"KUBERNETES_SERVICE_PORT\w*|DEVICE_LIST_STRATEGY|PASS_DEVICE_SPECS|DEVICE_ID_STRATEGY|"
+                       r"DEVICE_DISCOVERY_STRATEGY|MIG_STRATEGY|CDI_ANNOTATION_PREFIX|FAIL_ON_INIT_ERROR|"
+                       r"NVIDIA_CDI_HOOK_PATH|NVIDIA_CTK_PATH|CONTAINER_DRIVER_ROOT|DRIVER_ROOT_CTR_PATH)$")
+CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
+_URL_CRED = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<cred>[^/?#@\s]+(?:@[^/?#@\s]*)*)@")
+_CRED_FLAG = re.compile(r"^(?P<flag>-{1,2}[\w.\-]*(?:" + "|".join(CRED_WORDS) + r")[\w.\-]*)(?P<eq>=)(?P<v>.*)$",
+                        re.I | re.S)
+_CRED_FLAG_ALONE = re.compile(r"^-{1,2}[\w.\-]*(?:" + "|".join(CRED_WORDS) + r")[\w.\-]*$", re.I)
+HOOK_KINDS = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+#: annotations kept in the record (values already redacted)
+K8S_ANNOTATIONS = ("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
+                   "io.kubernetes.cri.container-name", "io.kubernetes.cri.container-type",
+                   "io.kubernetes.cri.sandbox-id", "io.kubernetes.cri.sandbox-uid",
+                   "io.kubernetes.cri.image-name", "io.kubernetes.pod.name", "io.kubernetes.pod.namespace",
+                   "io.kubernetes.pod.uid", "io.kubernetes.container.name")
+RUNES = {97: "a", 98: "b", 99: "c", 117: "u", 112: "p"}
+
+
+# -- redaction -------------------------------------------------------------------------------------
+def redacted(value: str) -> str:
+    """``"<redacted sha256:XXXXXXXX>"``: the first 8 hex digits of the value's SHA-256, so that two
+    containers sharing a value can still be matched without the value being stored."""
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"<redacted sha256:{digest}>"
+
+
+def redact_url_credentials(text: str) -> str:
+    """``scheme://user:pass@host`` -> ``scheme://<redacted>@host`` anywhere in ``text``."""
+    return _URL_CRED.sub(lambda m: m.group("scheme") + "<redacted>@", text)
+
+
+def _cred_name(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in CRED_WORDS)
+
+
+def redact_env(entries: list) -> list:
+    """Redact a ``["NAME=value", ...]`` list: names are kept, values of names outside
+    :data:`ENV_ALLOW` become :func:`redacted` hashes."""
+    out = []
+    for e in entries:
+        if not isinstance(e, str):
+            out.append(e)
+            continue
+        name, eq, value = e.partition("=")
+        if eq and not ENV_ALLOW.match(name):
+            value = redacted(value)
+        out.append(f"{name}{eq}{redact_url_credentials(value)}")
+    return out
+
+
+def redact_args(args: list) -> list:
+    """Redact values of credential-looking flags (``--token=X``, ``--password X``) in an argv."""
+    out, hide_next = [], False
+    for a in args:
+        if not isinstance(a, str):
+            out.append(a)
+            hide_next = False
+            continue
+        if hide_next and not a.startswith("-"):
+            out.append(redacted(a))
+            hide_next = False
+            continue
+        m = _CRED_FLAG.match(a)
+        if m:
+            out.append(f"{m.group('flag')}={redacted(m.group('v'))}")
+        else:
+            out.append(redact_url_credentials(a))
+        hide_next = bool(_CRED_FLAG_ALONE.match(a))
+    return out
+
+
+def _redact_label(label):
+    """runc keeps the spec's annotations as ``key=value`` strings in ``config.labels``."""
+    if not isinstance(label, str):
+        return redact_spec(label)
+    key, eq, value = label.partition("=")
+    if eq and _cred_name(key):
+        return f"{key}={redacted(value)}"
+    return redact_url_credentials(label)
+
+
+def redact_spec(obj):
+    """Return a redacted deep copy of an OCI ``config.json`` or runc ``state.json`` object.
+
+    Every ``env`` list (process, hooks; runc's ``Hooks``) goes through :func:`redact_env`, every
+    ``args`` list through :func:`redact_args`, ``annotations`` values (and runc's ``labels``, which
+    hold the annotations as ``key=value``) whose name contains a credential word (token, secret, password, key, auth, credential) become hashes, and URL
+    credentials are removed from every other string. Never raises.
+    """
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "env" and isinstance(v, list):
+                out[k] = redact_env(v)
+            elif k == "args" and isinstance(v, list):
+                out[k] = redact_args(v)
+            elif k in ("annotations", "labels") and isinstance(v, dict):
+                out[k] = {ak: (redacted(av) if isinstance(av, str) and _cred_name(ak) else redact_spec(av))
+                          for ak, av in v.items()}
+            elif k == "labels" and isinstance(v, list):
+                out[k] = [_redact_label(x) for x in v]
+            else:
+                out[k] = redact_spec(v)
+        return out
+    if isinstance(obj, list):
+        return [redact_spec(v) for v in obj]
+    if isinstance(obj, str):
+        return redact_url_credentials(obj)
+    return obj
+
+
+# -- config.json -----------------------------------------------------------------------------------
+def dig(obj, *keys):
+    """``obj[k1][k2]...`` or ``None`` when a level is missing or not a dict."""
+    for k in keys:
+        obj = obj.get(k) if isinstance(obj, dict) else None
+    return obj
+
+
+def _num(v) -> int | None:
+    """An OCI/runc major or minor: ``None`` for unset or the ``-1`` wildcard."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return None
+    return v
+
+
+def _type(v) -> str | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return RUNES.get(v, chr(v) if 0 < v < 0x110000 else None)
+    return v if isinstance(v, str) and v else None
+
+
+def hooks(spec: dict) -> dict:
+    """``{kind: [{"path", "args"}]}`` for every OCI hook kind (empty lists when absent)."""
+    out = {}
+    for kind in HOOK_KINDS:
+        entries = dig(spec, "hooks", kind)
+        out[kind] = [{"path": h.get("path") if isinstance(h.get("path"), str) else None,
+                      "args": [a for a in (h.get("args") or []) if isinstance(a, str)]}
+                     for h in (entries if isinstance(entries, list) else []) if isinstance(h, dict)]
+    return out
+
+
+def linux_devices(spec: dict) -> list[dict]:
+    """``linux.devices`` as ``[{"path", "type", "major", "minor"}]``."""
+    devs = dig(spec, "linux", "devices")
+    return [{"path": d.get("path"), "type": _type(d.get("type")), "major": _num(d.get("major")),
+             "minor": _num(d.get("minor"))}
+            for d in (devs if isinstance(devs, list) else []) if isinstance(d, dict)]
+
+
+def resources_devices(spec: dict) -> list[dict]:
+    """``linux.resources.devices`` as ``[{"allow", "type", "major", "minor", "access"}]``; an unset
+    type stays ``None`` (the spec says it means ``a``) and an unset or -1 major/minor is ``None``."""
+    rules = dig(spec, "linux", "resources", "devices")
+    return [{"allow": bool(r.get("allow")), "type": _type(r.get("type")), "major": _num(r.get("major")),
+             "minor": _num(r.get("minor")), "access": r.get("access") if isinstance(r.get("access"), str) else None}
+            for r in (rules if isinstance(rules, list) else []) if isinstance(r, dict)]
+
+
+def env_allowlisted(spec: dict) -> dict:
+    """Allowlisted ``process.env`` entries as a dict; for a repeated name the last one wins, as it
+    does for execve(2) users that scan from the end (and for the NVIDIA runtime's getenv)."""
+    out = {}
+    env = dig(spec, "process", "env")
+    for e in env if isinstance(env, list) else []:
+        if isinstance(e, str) and "=" in e:
+            name, _, value = e.partition("=")
+            if ENV_ALLOW.match(name):
+                out.pop(name, None)
+                out[name] = value
+    return out
+
+
+def annotations(spec: dict) -> dict:
+    """CDI (``cdi.k8s.io/*``) and Kubernetes annotations of the spec."""
+    ann = spec.get("annotations") if isinstance(spec, dict) else None
+    if not isinstance(ann, dict):
+        return {}
+    return {k: v for k, v in ann.items()
+            if isinstance(k, str) and (k.startswith("cdi.k8s.io/") or k in K8S_ANNOTATIONS)}
+
+
+def pod_identity(ann: dict) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(pod, pod_namespace, container_name, image)`` from containerd CRI annotations, or the
+    ``io.kubernetes.*`` labels that dockershim and CRI-O use."""
+    return (ann.get("io.kubernetes.cri.sandbox-name") or ann.get("io.kubernetes.pod.name"),
+            ann.get("io.kubernetes.cri.sandbox-namespace") or ann.get("io.kubernetes.pod.namespace"),
+            ann.get("io.kubernetes.cri.container-name") or ann.get("io.kubernetes.container.name"),
+            ann.get("io.kubernetes.cri.image-name"))
+
+
+# -- runc state.json -------------------------------------------------------------------------------
+def state_created(state: dict) -> str | None:
+    """runc ``created`` (RFC 3339 with nanoseconds) as ISO UTC, or ``None``."""
+    v = state.get("created") if isinstance(state, dict) else None
+    if not isinstance(v, str):
+        return None
+    try:
+        return iso_z(parse_iso(v))
+    except (ValueError, OverflowError):
+        return None
+
+
+def state_rules(state: dict) -> list[dict]:
+    """runc's merged cgroup device rules (``config.cgroups.devices``; the spec's
+    ``resources.devices`` plus runc's default allowlist) as ``resources_devices`` shaped dicts."""
+    rules = dig(state, "config", "cgroups", "devices")
+    return [{"allow": bool(r.get("allow")), "type": _type(r.get("type")), "major": _num(r.get("major")),
+             "minor": _num(r.get("minor")), "access": r.get("permissions")}
+            for r in (rules if isinstance(rules, list) else []) if isinstance(r, dict)]
+
+
+def state_bundle(state: dict) -> str | None:
+    """The bundle directory runc recorded in ``config.labels`` (``bundle=<path>``)."""
+    for label in dig(state, "config", "labels") or []:
+        if isinstance(label, str) and label.startswith("bundle="):
+            return label[len("bundle="):]
+    return None
+
+
+# -- cgroup device rules ---------------------------------------------------------------------------
+def parse_devices_list(text: str) -> list[dict]:
+    """cgroup v1 ``devices.list`` lines -> ``[{"allow": True, "type", "major", "minor", "access"}]``
+    (``*`` becomes ``None``); malformed lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^\s*([abc])\s+(\*|\d+):(\*|\d+)\s+([rwm]+)\s*$", line)
+        if m:
+            out.append({"allow": True, "type": m.group(1),
+                        "major": None if m.group(2) == "*" else int(m.group(2)),
+                        "minor": None if m.group(3) == "*" else int(m.group(3)), "access": m.group(4)})
+    return out
+
+
+def parse_unit_device_settings(texts: list[str]) -> dict:
+    """``DevicePolicy=`` and ``DeviceAllow=`` from a transient unit file and its drop-ins, given in
+    the order systemd reads them (unit file, then drop-ins sorted by name).
+
+    Returns ``{"policy": str|None, "allow": ["/dev/char/195:0 rw", "char-pts rwm", ...]}``; an empty
+    ``DeviceAllow=`` resets the list (systemd.resource-control(5))."""
+    policy, allow = None, []
+    for text in texts:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line[0] in "#;[":
+                continue
+            key, eq, value = line.partition("=")
+            if not eq:
+                continue
+            key, value = key.strip(), value.strip()
+            if key == "DevicePolicy":
+                policy = value or None
+            elif key == "DeviceAllow":
+                if value:
+                    allow.append(value)
+                else:
+                    allow = []
+    return {"policy": policy, "allow": allow}
+
+
+def bpf_time(v) -> str | None:
+    """bpftool's ``loaded_at`` (JSON mode: seconds since the epoch; text: ``2024-05-01T10:00:00+0000``)
+    as ISO UTC."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            return iso_z(datetime.fromtimestamp(v, timezone.utc))
+        except (OverflowError, OSError, ValueError):
+            return None
+    if isinstance(v, str):
+        try:
+            return iso_z(parse_iso(v))
+        except (ValueError, OverflowError):
+            return None
+    return None
+
+
+def bpf_device_prog_ids(cgroup_show: object) -> list[int]:
+    """Program ids attached as device filters in ``bpftool -j cgroup show PATH`` output
+    (attach type ``cgroup_device`` in libbpf-based bpftool, ``device`` in older ones)."""
+    ids = []
+    for e in cgroup_show if isinstance(cgroup_show, list) else []:
+        if isinstance(e, dict) and e.get("attach_type") in ("cgroup_device", "device") \
+                and isinstance(e.get("id"), int):
+            ids.append(e["id"])
+    return ids
+
+
+# -- classification --------------------------------------------------------------------------------
+def is_gpu(record: dict) -> bool:
+    """True when the container has, or asked for, an NVIDIA GPU by any route: a device node under
+    /dev/nvidia*, a GPU entry in ``linux.devices``, an NVIDIA hook, a CDI annotation, or
+    ``NVIDIA_VISIBLE_DEVICES`` set to something other than void/none/empty."""
+    if any((d.get("path") or "").startswith("/dev/nvidia") or d.get("major") == 195
+           for d in record.get("linux_devices") or []):
+        return True
+    if any(e.get("kind") == "c" and (e.get("path") or "").startswith("/dev/nvidia")
+           for e in record.get("dev_entries") or []):
+        return True
+    for entries in (record.get("hooks") or {}).values():
+        if any("nvidia" in (h.get("path") or "").rsplit("/", 1)[-1] for h in entries):
+            return True
+    if any(k.startswith("cdi.k8s.io/") for k in record.get("annotations") or {}):
+        return True
+    vis = (record.get("env") or {}).get("NVIDIA_VISIBLE_DEVICES")
+    return vis is not None and vis.strip().lower() not in ("", "void", "none")

@@ -1,0 +1,356 @@
+"""CRI container logs of GPU containers and dcgm-exporter: a bounded tail of each, read back into the
+first NVML/CUDA error and the last clean line before it.
+
+Source: ``/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log`` written by the container
+runtime for the kubelet, rotated by the kubelet to ``<restart>.log.<YYYYMMDD-hhmmss>`` and then
+gzipped (``.gz``). Each line is ``<RFC 3339 nano time> <stdout|stderr> <P|F> <message>``; ``P`` marks
+a partial line continued by the next one (Kubernetes CRI "container logging" design; kubelet
+pkg/kubelet/kuberuntime/logs/logs.go; pkg/kubelet/logs/container_log_manager.go).
+
+Which containers: those the container collector marked as GPU containers (``record.json`` files
+already in the bundle being written), any container whose pod or container name names
+dcgm-exporter, the NVIDIA device plugin or a GPU, and any container where the last
+:data:`SCAN_LIMIT` bytes of a current log (one per restart, newest :data:`MAX_SCANS`) hold an
+NVML/CUDA error. A pod that runs ``nvidia-smi`` in a loop pins the loss to within seconds from
+inside the pod (issue 3 item 6).
+
+Log content belongs to the container's author: it is stored as bytes, and read back as capped text
+with control characters escaped; nothing in it is ever interpreted.
+
+Bundle layout: ``podlogs/<namespace>_<pod>_<uid>/<container>/<file>`` holds the last
+:data:`TAIL_LIMIT` bytes of each file (``.gz`` rotations decompressed, stored without ``.gz``).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from forensics import hostfs
+from forensics.artifact import Artifact, Status, from_oserror
+from forensics.bundle import Bundle
+from forensics.collect import CollectContext
+from forensics.events import Event, NodeFacts, Reading
+
+from . import containers_parse as cp
+
+PODS_DIR = "/var/log/pods"
+PREFIX = "podlogs"
+TAIL_LIMIT = 1 << 20            #: bytes kept from the end of each log file
+SCAN_LIMIT = 64 << 10           #: bytes of a non-GPU container's current log scanned for errors
+GZ_READ_LIMIT = 64 << 20        #: decompressed bytes read from one .gz before giving up
+PARTIAL_LIMIT = 64 << 10        #: bytes of one P-joined line kept
+MAX_FILES = 10                  #: newest files kept per container
+MAX_SCANS = 5                   #: current files (one per restart) scanned per unknown container
+MAX_POD_DIRS = 5000
+MESSAGE_CAP = 500               #: characters of a log message kept in an event
+NAME_HINTS = ("dcgm-exporter", "dcgm", "nvidia", "gpu")
+LOG_NAME = re.compile(r"^(?P<restart>\d+)\.log(?:\.(?P<rot>\d{8}-\d{6}))?(?P<gz>\.gz)?$")
+#: (signature, pattern): the failure modes named in issue 3 item 6 (cases.md C15)
+ERRORS = (
+    ("nvml-unknown-error", re.compile(rb"Failed to initialize NVML: Unknown Error")),
+    ("cuinit-failed", re.compile(rb"cuInit failed")),
+    ("NVML_ERROR", re.compile(rb"\bNVML_ERROR_[A-Z_]+")),
+    ("CUDA_ERROR", re.compile(rb"\bCUDA_ERROR_[A-Z_]+")),
+)
+_LINE = re.compile(rb"^(?P<t>\S+) (?P<stream>stdout|stderr) (?P<tag>[PF])(?: (?P<msg>.*))?$", re.S)
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+# -- acquire ---------------------------------------------------------------------------------------
+def acquire(ctx: CollectContext) -> None:
+    """Copy a bounded tail of the logs of every GPU-related container under /var/log/pods.
+
+    Runs after :mod:`collectors.containers` (it reads the ``record.json`` files that collector
+    wrote to find GPU containers), but also works without them. Never reads more than
+    :data:`TAIL_LIMIT` bytes of a plain file nor :data:`GZ_READ_LIMIT` decompressed bytes of a
+    ``.gz``; unreadable files are recorded with their errno. Raises nothing for bad files.
+    """
+    gpu = _gpu_containers(ctx)
+    try:
+        pod_dirs = hostfs.listdir(ctx.root, PODS_DIR)
+    except OSError as e:
+        ctx.writer.record(from_oserror(PODS_DIR, "listdir", e))
+        return
+    for pod_dir in pod_dirs[:MAX_POD_DIRS]:
+        ident = split_pod_dir(pod_dir)
+        if ident is None:
+            continue
+        try:
+            containers = hostfs.listdir(ctx.root, f"{PODS_DIR}/{pod_dir}")
+        except OSError as e:
+            ctx.writer.record(from_oserror(f"{PODS_DIR}/{pod_dir}", "listdir", e))
+            continue
+        for cname in containers:
+            if cname in (".", ".."):
+                continue
+            base = f"{PODS_DIR}/{pod_dir}/{cname}"
+            try:
+                files = sorted((n for n in hostfs.listdir(ctx.root, base) if LOG_NAME.match(n)), key=order_key)
+            except OSError:
+                continue
+            if not files:
+                continue
+            current = [n for n in files if n.endswith(".log")][-MAX_SCANS:]
+            if not ((ident[0], ident[1], cname) in gpu or _named_gpu(ident[1], cname)
+                    or any(_tail_has_error(ctx, f"{base}/{n}") for n in current)):
+                continue
+            for name in files[-MAX_FILES:]:
+                _copy_tail(ctx, f"{base}/{name}", f"{PREFIX}/{pod_dir}/{cname}/{name.removesuffix('.gz')}",
+                           name.endswith(".gz"))
+            if len(files) > MAX_FILES:
+                ctx.writer.record(Artifact(None, base, Status.TRUNCATED, "tail",
+                                           notes=(f"truncated: only the newest {MAX_FILES} of {len(files)} "
+                                                  "log files were taken",)))
+
+
+def split_pod_dir(name: str) -> tuple[str, str, str] | None:
+    """``"<namespace>_<pod>_<uid>"`` -> ``(namespace, pod, uid)`` (namespaces and pod names are DNS
+    names, so neither holds ``_``); ``None`` for anything else."""
+    parts = name.split("_")
+    if len(parts) < 3 or not all(parts):
+        return None
+    return parts[0], "_".join(parts[1:-1]), parts[-1]
+
+
+def order_key(name: str) -> tuple:
+    """Sort key putting a container's log files oldest first: by restart count, then rotations by
+    their timestamp, then the current file."""
+    m = LOG_NAME.match(name)
+    if not m:
+        return (1 << 30, "", "")
+    return (int(m.group("restart")), 0 if m.group("rot") else 1, m.group("rot") or "")
+
+
+def _gpu_containers(ctx) -> set[tuple[str | None, str | None, str | None]]:
+    out = set()
+    for art in ctx.writer.artifacts:
+        if art.path and art.path.startswith("containers/") and art.path.endswith("/record.json"):
+            try:
+                rec = json.loads((ctx.writer.dir / art.path).read_text("utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(rec, dict) and cp.is_gpu(rec):
+                out.add((rec.get("pod_namespace"), rec.get("pod"), rec.get("container_name")))
+    return out
+
+
+def _named_gpu(pod: str, container: str) -> bool:
+    text = f"{pod}/{container}".lower()
+    return any(h in text for h in NAME_HINTS)
+
+
+def _tail_has_error(ctx, source: str) -> bool:
+    try:
+        with hostfs.open_regular(ctx.root, source) as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - SCAN_LIMIT))
+            data = f.read(SCAN_LIMIT)
+    except OSError:
+        return False
+    return any(p.search(data) for _, p in ERRORS)
+
+
+def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
+    try:
+        f = hostfs.open_regular(ctx.root, source)
+    except OSError as e:
+        ctx.writer.record(from_oserror(source, "tail", e))
+        return
+    notes: list[str] = []
+    with f:
+        try:
+            data, start, total, problem = _gz_tail(f) if gz else _plain_tail(f)
+        except OSError as e:
+            ctx.writer.record(from_oserror(source, "tail", e))
+            return
+    if start:
+        cut = data.find(b"\n")
+        data = data[cut + 1:] if cut >= 0 else b""
+        notes.append(f"truncated: only the last {len(data)} of {total} bytes"
+                     f"{' (decompressed)' if gz else ''} were kept, from the first whole line")
+    elif gz:
+        notes.append("decompressed from the .gz rotation")
+    if problem:
+        notes.append(f"truncated: {problem}")
+    with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:
+        fh.write(data)
+
+
+def _plain_tail(f) -> tuple[bytes, int, int, str | None]:
+    size = os.fstat(f.fileno()).st_size
+    start = max(0, size - TAIL_LIMIT)
+    f.seek(start)
+    return f.read(TAIL_LIMIT), start, size, None
+
+
+def _gz_tail(f) -> tuple[bytes, int, int, str | None]:
+    buf, total, problem = bytearray(), 0, None
+    try:
+        with gzip.GzipFile(fileobj=f) as z:
+            while True:
+                chunk = z.read(1 << 16)
+                if not chunk:
+                    break
+                total += len(chunk)
+                buf += chunk
+                if len(buf) > 2 * TAIL_LIMIT:
+                    del buf[:-TAIL_LIMIT]
+                if total >= GZ_READ_LIMIT:
+                    problem = f"decompression stopped after {GZ_READ_LIMIT} bytes"
+                    break
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        problem = f"not a complete gzip stream after {total} decompressed bytes ({e})"
+    data = bytes(buf[-TAIL_LIMIT:])
+    return data, total - len(data), total, problem
+
+
+# -- read ------------------------------------------------------------------------------------------
+@dataclass
+class LogLine:
+    """One full (P-joined) CRI log line from a stored file; ``line`` is 1-based in that file."""
+
+    at: datetime
+    stream: str
+    message: bytes
+    artifact: str
+    line: int
+
+
+def parse_time(text: str) -> datetime | None:
+    """RFC 3339 with up to nanoseconds (``2024-05-01T10:00:00.123456789Z`` or ``+09:00``) -> UTC;
+    ``None`` when it is not one."""
+    m = _TIME.match(text)
+    if not m:
+        return None
+    frac = (m.group(2) or "")[:6].ljust(6, "0")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    try:
+        return datetime.fromisoformat(f"{m.group(1)}.{frac}{zone}").astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def parse_lines(data: bytes, artifact: str, problems: list | None = None):
+    """Yield :class:`LogLine` from CRI log bytes, joining ``P`` segments with the line of the same
+    stream that ends them (kept to :data:`PARTIAL_LIMIT` bytes). Lines that are not CRI lines are
+    skipped; the first few are reported in ``problems``."""
+    pending: dict[bytes, tuple[bytearray, datetime, int]] = {}
+    bad = 0
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw:
+            continue
+        m = _LINE.match(raw)
+        at = parse_time(m.group("t").decode("ascii", "replace")) if m else None
+        if not m or at is None:
+            bad += 1
+            if problems is not None and bad <= 3:
+                problems.append({"artifact": artifact, "message": f"line {n}: not a CRI log line"})
+            continue
+        stream, msg = m.group("stream"), m.group("msg") or b""
+        buf, first_at, first_n = pending.setdefault(stream, (bytearray(), at, n))
+        if len(buf) < PARTIAL_LIMIT:
+            buf += msg[: PARTIAL_LIMIT - len(buf)]
+        if m.group("tag") == b"F":
+            del pending[stream]
+            yield LogLine(first_at, stream.decode(), bytes(buf), artifact, first_n)
+    for stream, (buf, first_at, first_n) in pending.items():
+        yield LogLine(first_at, stream.decode(), bytes(buf), artifact, first_n)
+
+
+def error_signature(message: bytes) -> str | None:
+    """The NVML/CUDA failure a message shows (``nvml-unknown-error``, ``cuinit-failed``, the
+    ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``."""
+    for name, pat in ERRORS:
+        m = pat.search(message)
+        if m:
+            return name if name in ("nvml-unknown-error", "cuinit-failed") else m.group(0).decode()
+    return None
+
+
+def clean(message: bytes, cap: int = MESSAGE_CAP) -> str:
+    """Hostile log text as inert data: UTF-8 with replacement, control characters escaped
+    (``\\x1b``), at most ``cap`` characters (``…`` marks a cut)."""
+    text = message.decode("utf-8", "replace")
+    text = "".join(c if (c == "\t" or (ord(c) >= 32 and not 0x7f <= ord(c) <= 0x9f)) else f"\\x{ord(c):02x}"
+                   for c in text[: cap + 1])
+    return text[:cap] + "…" if len(text) > cap else text
+
+
+def read(bundle: Bundle, node: NodeFacts) -> Reading:
+    """Read the stored log tails back (never the host).
+
+    For each container instance (pod, container, restart count) the files are read oldest first.
+    Events (``source`` ``podlogs``, evidence ``{"artifact": REL, "line": N}``):
+
+    - ``container.log-error`` at the first line showing an NVML/CUDA failure: attrs ``pod,
+      namespace, container, message, signature, stream, restart, truncated``;
+    - ``container.log-healthy`` at the last line before it: the same attrs less ``signature``.
+
+    ``truncated`` is true when older log content was not kept, so an earlier error may exist.
+    ``facts["podlogs"]`` lists every instance: ``namespace, pod, container, restart, exporter,
+    truncated, files, first_error, last_healthy, last_line`` (each line as ``{at, message, artifact,
+    line}`` or ``None``). Raises nothing for bad content.
+    """
+    reading = Reading()
+    groups: dict[tuple, list] = {}
+    for art in bundle.find(PREFIX + "/"):
+        parts = art.path.split("/")
+        if len(parts) != 4 or not LOG_NAME.match(parts[3]):
+            continue
+        ident = split_pod_dir(parts[1])
+        if ident is None:
+            continue
+        restart = int(LOG_NAME.match(parts[3]).group("restart"))
+        groups.setdefault((ident[0], ident[1], parts[2], restart), []).append(art)
+    dropped = {a.source for a in bundle.artifacts() if a.path is None and a.status is Status.TRUNCATED}
+    facts = []
+    for (ns, pod, cname, restart), arts in sorted(groups.items()):
+        arts.sort(key=lambda a: order_key(a.path.rsplit("/", 1)[1]))
+        pod_dir = arts[0].path.split("/")[1]
+        truncated = any(a.status is Status.TRUNCATED for a in arts) or f"{PODS_DIR}/{pod_dir}/{cname}" in dropped
+        first_err, healthy, last = None, None, None
+        for art in arts:
+            try:
+                data = bundle.path(art.path).read_bytes()
+            except OSError as e:
+                reading.problems.append({"artifact": art.path, "message": f"cannot read: {e}"})
+                continue
+            for ll in parse_lines(data, art.path, reading.problems):
+                last = ll
+                if first_err is None:
+                    if error_signature(ll.message):
+                        first_err = ll
+                    else:
+                        healthy = ll
+        attrs = {"pod": pod, "namespace": ns, "container": cname, "restart": restart, "truncated": truncated}
+        if first_err:
+            sig = error_signature(first_err.message)
+            reading.events.append(_event(first_err, "container.log-error",
+                                         f"{ns}/{pod} {cname}: first NVML/CUDA error ({sig})",
+                                         {**attrs, "signature": sig}))
+            if healthy:
+                reading.events.append(_event(healthy, "container.log-healthy",
+                                             f"{ns}/{pod} {cname}: last clean log line before the first error", attrs))
+        facts.append({"namespace": ns, "pod": pod, "container": cname, "restart": restart,
+                      "exporter": "dcgm-exporter" in f"{pod}/{cname}", "truncated": truncated,
+                      "files": [a.path for a in arts], "first_error": _fact(first_err),
+                      "last_healthy": _fact(healthy if first_err else None), "last_line": _fact(last)})
+    reading.facts["podlogs"] = facts
+    return reading
+
+
+def _event(ll: LogLine, kind: str, summary: str, attrs: dict) -> Event:
+    return Event(ll.at, "podlogs", kind, summary, {**attrs, "message": clean(ll.message), "stream": ll.stream},
+                 {"artifact": ll.artifact, "line": ll.line})
+
+
+def _fact(ll: LogLine | None) -> dict | None:
+    if ll is None:
+        return None
+    return {"at": ll.at.isoformat().replace("+00:00", "Z"), "message": clean(ll.message),
+            "artifact": ll.artifact, "line": ll.line, "stream": ll.stream}

@@ -1,0 +1,283 @@
+"""The container collector on built trees: runc rune types, redaction, cgroup v2 evidence (systemd's
+transient drop-ins, bpftool's device programs), plain runc, and a /dev that is itself a symlink.
+The real-runtime checks live in test_containers_lab.py."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from collectors import containers, containers_parse as cp, probe
+from forensics.bundle import Bundle, BundleWriter
+from forensics.collect import CollectContext
+from forensics.events import NodeFacts
+
+CID = "3f1c0ffee0ddba11"
+SCOPE = f"cri-containerd-{CID}.scope"
+CG = f"/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/{SCOPE}"
+# cases.md C08: the healthy container's drop-in
+DROP_IN = """# This is a drop-in unit file extension, created via "systemctl set-property"
+# or an equivalent operation. Do not edit.
+[Scope]
+DeviceAllow=
+DeviceAllow=/dev/char/195:255 rwm
+DeviceAllow=/dev/char/195:0 rwm
+DeviceAllow=char-136 rwm
+DeviceAllow=/dev/char/1:3 rwm
+DeviceAllow=char-* m
+DeviceAllow=block-* m
+"""
+
+
+def _w(p: Path, text: str) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def _spec(**extra) -> dict:
+    spec = {
+        "ociVersion": "1.2.0",
+        "process": {"args": ["/app", "--api-token=s3cr3t-arg", "--password", "s3cr3t-next"],
+                    "env": ["PATH=/usr/bin", "NVIDIA_VISIBLE_DEVICES=void", "AWS_SECRET_ACCESS_KEY=s3cr3t-env",
+                            "NVIDIA_VISIBLE_DEVICES=GPU-1", "PROXY=http://u:s3cr3t-url@proxy:3128"]},
+        "hooks": {"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "update-ldcache"],
+                                       "env": ["TOKEN=s3cr3t-hook"]}]},
+        "annotations": {"io.kubernetes.cri.sandbox-name": "trainer-0", "io.kubernetes.cri.sandbox-namespace": "ml",
+                        "io.kubernetes.cri.container-name": "main", "cdi.k8s.io/nvidia": "nvidia.com/gpu=0",
+                        "vault.example/auth-token": "s3cr3t-ann"},
+        "linux": {"cgroupsPath": f"kubepods-besteffort-pod1.slice:cri-containerd:{CID}",
+                  "devices": [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438}],
+                  "resources": {"devices": [{"allow": False, "access": "rwm"},
+                                            {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rwm"},
+                                            {"allow": True, "type": "c", "major": 195, "access": "m"}]}},
+    }
+    spec.update(extra)
+    return spec
+
+
+def _state(pid: int, start: int) -> dict:
+    return {"id": CID, "init_process_pid": pid, "init_process_start": start,
+            "created": "2026-03-01T10:00:00.123456789Z",
+            "config": {"cgroups": {"Systemd": True, "devices": [
+                {"type": 97, "major": -1, "minor": -1, "permissions": "rwm", "allow": False},
+                {"type": 99, "major": 195, "minor": 0, "permissions": "rwm", "allow": True}]},
+                "labels": ["bundle=/run/containerd/io.containerd.runtime.v2.task/k8s.io/" + CID,
+                           "vault.example/auth-token=s3cr3t-ann"],
+                "Hooks": {"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook", "env": ["TOKEN=s3cr3t-hook"]}]}},
+            "cgroup_paths": {"": CG}}
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """A v2 node: a containerd bundle, runc state, /proc of the init, systemd transient files, a
+    bpftool stand-in on PATH."""
+    root = tmp_path / "root"
+    bundle = root / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{CID}"
+    _w(bundle / "config.json", json.dumps(_spec()))
+    _w(bundle / "options.json", json.dumps({"binary_name": "/usr/bin/nvidia-container-runtime", "systemd_cgroup": True}))
+    _w(root / f"run/containerd/runc/k8s.io/{CID}/state.json", json.dumps(_state(4242, 777)))
+    _w(root / "proc/4242/stat", "4242 (sleep) S " + " ".join(["0"] * 18) + " 777 0 0\n")
+    dev = root / "proc/4242/root/dev"
+    dev.mkdir(parents=True)
+    os.mknod(dev / "nvidia0", stat.S_IFCHR | 0o666, os.makedev(195, 0))
+    os.mknod(dev / "nvidiactl", stat.S_IFCHR | 0o666, os.makedev(195, 255))
+    os.symlink("/etc/shadow", dev / "nvidia-uvm")
+    (dev / "null").touch()
+    (root / CG.lstrip("/")).mkdir(parents=True)
+    _w(root / f"run/systemd/transient/{SCOPE}", "[Scope]\nDevicePolicy=strict\nDeviceAllow=/dev/char/1:3 rwm\n")
+    _w(root / f"run/systemd/transient/{SCOPE}.d/50-DeviceAllow.conf", DROP_IN)
+    _w(root / f"run/systemd/transient/{SCOPE}.d/50-DevicePolicy.conf", "[Scope]\nDevicePolicy=strict\n")
+    _w(root / "proc/devices", "Character devices:\n  1 mem\n195 nvidia\n508 nvidia-uvm\n\nBlock devices:\n  8 sd\n")
+    bindir = tmp_path / "bin"
+    tool = _w(bindir / "bpftool", """#!/bin/sh
+case "$*" in
+  *"cgroup show"*) echo '[{"id":42,"attach_type":"cgroup_device","attach_flags":"multi","name":"sd_devices"},{"id":7,"attach_type":"cgroup_inet_ingress","name":"x"}]';;
+  *"prog show id 42"*) echo '{"id":42,"type":"cgroup_device","name":"sd_devices","loaded_at":1772445600,"uid":0}';;
+esac
+""")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return root
+
+
+def _acquire(root: Path, out: Path, **attrs) -> Bundle:
+    w = BundleWriter(out)
+    ctx = CollectContext(root=root, writer=w)
+    for k, v in attrs.items():
+        setattr(ctx, k, v)
+    containers.acquire(ctx)
+    w.meta["collection"] = {"start": "2026-03-05T00:00:00Z", "end": "2026-03-05T00:00:01Z"}
+    w.finish()
+    return Bundle.open(out)
+
+
+def test_cgroup_v2_node_record_drop_in_and_bpf(node, tmp_path):
+    b = _acquire(node, tmp_path / "b")
+    r = containers.read(b, NodeFacts())
+    rec, = r.facts["containers"]
+    assert (rec["pod"], rec["pod_namespace"], rec["container_name"]) == ("trainer-0", "ml", "main")
+    assert rec["created"] == "2026-03-01T10:00:00.123456Z" and rec["pid"] == 4242 and rec["gpu"]
+    assert rec["env"] == {"PATH": "/usr/bin", "NVIDIA_VISIBLE_DEVICES": "GPU-1"}  # last one wins
+    assert rec["hooks"]["createContainer"] == [{"path": "/usr/bin/nvidia-cdi-hook",
+                                                "args": ["nvidia-cdi-hook", "update-ldcache"]}]
+    assert rec["linux_devices"] == [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}]
+    assert rec["resources_devices"][2] == {"allow": True, "type": "c", "major": 195, "minor": None, "access": "m"}
+    assert rec["annotations"]["cdi.k8s.io/nvidia"] == "nvidia.com/gpu=0"
+    cg = rec["cgroup"]
+    assert (cg["version"], cg["path"], cg["driver"], cg["rules"]) == (2, CG, "systemd", None)
+    assert cg["systemd_drop_in"]["policy"] == "strict"
+    assert cg["systemd_drop_in"]["allow"] == ["/dev/char/195:255 rwm", "/dev/char/195:0 rwm", "char-136 rwm",
+                                              "/dev/char/1:3 rwm", "char-* m", "block-* m"]  # reset honoured
+    assert cg["bpf"] == [{"id": 42, "name": "sd_devices", "loaded_at": "2026-03-02T10:00:00Z"}]
+    kinds = {e["path"]: (e["kind"], e["major"], e["minor"], e["target"]) for e in rec["dev_entries"]}
+    assert kinds == {"/dev/nvidia0": ("c", 195, 0, None), "/dev/nvidiactl": ("c", 195, 255, None),
+                     "/dev/nvidia-uvm": ("symlink", None, None, "/etc/shadow")}
+    assert set(rec["probe"].values()) == {"not-run"}
+    ev = {e.kind: e for e in r.events}
+    assert ev["container.device-rules-applied"].attrs == {"id": CID, "pod": "trainer-0", "prog_id": 42,
+                                                          "prog_name": "sd_devices"}
+    assert ev["container.device-rules-applied"].at.isoformat() == "2026-03-02T10:00:00+00:00"
+    assert ev["container.created"].attrs["gpu"] is True
+    assert "container.probe" not in ev  # not-run results are not events
+    names = {a.path for a in b.artifacts() if a.path}
+    base = f"containers/k8s.io/{CID}"
+    assert {f"{base}/systemd/{SCOPE}", f"{base}/systemd/{SCOPE}.d/50-DeviceAllow.conf",
+            f"{base}/bpftool-cgroup.json", f"{base}/bpftool-prog-42.json", f"{base}/options.json"} <= names
+
+
+def test_no_secret_reaches_the_bundle(node, tmp_path):
+    b = _acquire(node, tmp_path / "b")
+    raw = b"".join(p.read_bytes() for p in b.root.rglob("*") if p.is_file())
+    assert b"s3cr3t" not in raw
+    stored = json.loads(b.path(f"containers/k8s.io/{CID}/config.json").read_text())
+    assert stored["process"]["env"][2] == "AWS_SECRET_ACCESS_KEY=" + cp.redacted("s3cr3t-env")
+    assert stored["process"]["env"][4] == "PROXY=" + cp.redacted("http://u:s3cr3t-url@proxy:3128")
+    assert stored["process"]["args"][1:] == ["--api-token=" + cp.redacted("s3cr3t-arg"), "--password",
+                                             cp.redacted("s3cr3t-next")]
+    assert any("env values redacted" in n for a in b.artifacts() if a.path and a.path.endswith("config.json")
+               for n in a.notes)
+
+
+def test_dev_that_is_a_symlink_is_recorded_not_entered(node, tmp_path):
+    dev = node / "proc/4242/root/dev"
+    for p in dev.iterdir():
+        p.unlink()
+    dev.rmdir()
+    os.symlink("/etc", dev)
+    b = _acquire(node, tmp_path / "b")
+    rec, = containers.read(b, NodeFacts()).facts["containers"]
+    assert rec["dev_entries"] == [{"path": "/dev", "kind": "symlink", "major": None, "minor": None,
+                                   "mode": "0777", "target": "/etc"}]
+
+
+def test_stale_pid_is_not_trusted(node, tmp_path):
+    _w(node / "proc/4242/stat", "4242 (other) S " + " ".join(["0"] * 18) + " 999 0 0\n")
+    b = _acquire(node, tmp_path / "b", probe=True)
+    rec, = containers.read(b, NodeFacts()).facts["containers"]
+    assert rec["dev_entries"] == [] and rec["pid"] == 4242
+    assert any("no longer the container's init" in (a.message or "") for a in b.artifacts())
+
+
+def test_plain_runc_state_and_missing_sources(tmp_path):
+    root = tmp_path / "root"
+    bundle = tmp_path / "root/srv/bundles/web"
+    _w(bundle / "config.json", json.dumps({"process": {"env": ["HOME=/root", "K=v"]}}))
+    st = {"id": "web", "init_process_pid": 99999999, "created": "2026-01-01T00:00:00Z",
+          "config": {"labels": ["bundle=/srv/bundles/web"], "cgroups": {"devices": []}},
+          "cgroup_paths": {"devices": "/sys/fs/cgroup/devices/web"}}
+    _w(root / "run/runc/web/state.json", json.dumps(st))
+    b = _acquire(root, tmp_path / "b")
+    rec, = containers.read(b, NodeFacts()).facts["containers"]
+    assert (rec["namespace"], rec["bundle"], rec["env"]) == ("runc", "/srv/bundles/web", {"HOME": "/root"})
+    assert rec["cgroup"]["driver"] == "cgroupfs" and rec["cgroup"]["rules"] is None
+    statuses = {a.source: a.status.value for a in b.artifacts()}
+    assert statuses["/run/containerd/io.containerd.runtime.v2.task"] == "absent"
+    assert statuses["/sys/fs/cgroup/devices/web/devices.list"] == "absent"
+
+
+def test_config_that_is_not_json_is_not_stored(node, tmp_path):
+    _w(node / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{CID}/config.json", '{"process": {"env": ["A=s3cr3t"')
+    b = _acquire(node, tmp_path / "b")
+    art = [a for a in b.artifacts() if a.source.endswith(f"{CID}/config.json")]
+    assert art[0].status.value == "error" and art[0].path is None and "cannot be redacted" in art[0].message
+    rec, = containers.read(b, NodeFacts()).facts["containers"]
+    assert rec["hooks"]["prestart"] == [] and rec["cgroup"]["version"] == 2
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+def test_runc_runes_and_wildcards():
+    rules = cp.state_rules({"config": {"cgroups": {"devices": [
+        {"type": 97, "major": -1, "minor": -1, "permissions": "rwm", "allow": False},
+        {"type": 98, "major": 8, "minor": -1, "permissions": "m", "allow": True},
+        {"type": 99, "major": 195, "minor": 255, "permissions": "rw", "allow": True}]}}})
+    assert [(r["type"], r["major"], r["minor"], r["allow"]) for r in rules] == \
+        [("a", None, None, False), ("b", 8, None, True), ("c", 195, 255, True)]
+
+
+def test_devices_list():
+    text = "a *:* rwm\nc 195:* m\nc 195:0 rw\nbogus line\nb 8:0 r\n"
+    assert cp.parse_devices_list(text) == [
+        {"allow": True, "type": "a", "major": None, "minor": None, "access": "rwm"},
+        {"allow": True, "type": "c", "major": 195, "minor": None, "access": "m"},
+        {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rw"},
+        {"allow": True, "type": "b", "major": 8, "minor": 0, "access": "r"}]
+
+
+def test_url_credentials_and_env_allowlist():
+    assert cp.redact_url_credentials("x https://u:p@ss@host/a?b=c@d y") == "x https://<redacted>@host/a?b=c@d y"
+    assert cp.redact_url_credentials("mailto me@example.com") == "mailto me@example.com"
+    env = cp.redact_env(["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443",
+                         "KUBERNETES_TOKEN=x", "NOEQUALS"])
+    assert env[:3] == ["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443"]
+    assert env[3] == "KUBERNETES_TOKEN=" + cp.redacted("x") and env[4] == "NOEQUALS"
+    assert cp.redacted("x") == cp.redacted("x") != cp.redacted("y")
+
+
+def test_drop_in_reset_and_policy_order():
+    got = cp.parse_unit_device_settings(["DevicePolicy=auto\nDeviceAllow=/dev/null rw\n",
+                                         "[Scope]\nDeviceAllow=\nDeviceAllow=char-pts rwm\n",
+                                         "DevicePolicy=strict\n"])
+    assert got == {"policy": "strict", "allow": ["char-pts rwm"]}
+
+
+def test_is_gpu_routes():
+    assert not cp.is_gpu({"env": {"NVIDIA_VISIBLE_DEVICES": "void"}})
+    assert cp.is_gpu({"env": {"NVIDIA_VISIBLE_DEVICES": "all"}})
+    assert cp.is_gpu({"hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": []}]}})
+    assert cp.is_gpu({"dev_entries": [{"path": "/dev/nvidiactl", "kind": "c"}]})
+    assert not cp.is_gpu({"dev_entries": [{"path": "/dev/nvidiactl", "kind": "symlink"}]})
+
+
+def test_nvidia_majors_from_proc_devices(tmp_path):
+    _w(tmp_path / "proc/devices", "Character devices:\n195 nvidia-frontend\n237 nvidia-caps\n"
+                                  "508 nvidia-uvm\n 10 misc\n\nBlock devices:\n259 nvidia-fake-block\n")
+    assert probe.nvidia_majors(tmp_path) == {195, 237, 508}
+    assert probe.nvidia_majors(tmp_path / "missing") == {195}
+
+
+def test_read_skips_a_broken_record(tmp_path):
+    w = BundleWriter(tmp_path / "b")
+    w.write_json("containers/k8s.io/x/record.json", [1, 2], source="x", method="containers")
+    w.finish()
+    r = containers.read(Bundle.open(tmp_path / "b"), NodeFacts())
+    assert r.facts == {} and r.problems[0]["artifact"] == "containers/k8s.io/x/record.json"
+
+
+def test_probe_deadline_kills_a_stuck_child(tmp_path, monkeypatch):
+    """A child stuck in open() (a hung driver, a FUSE /dev) is killed at the deadline."""
+    _w(tmp_path / "sys/fs/cgroup/devices/x/cgroup.procs", "")
+    monkeypatch.setattr(probe, "_CHILD", "import json, time\n"
+                        "print(json.dumps({'stage': 'joined'}), flush=True)\n"
+                        "print(json.dumps({'i': 0, 'result': 'EPERM'}), flush=True)\n"
+                        "time.sleep(60)\n")
+    t0 = time.monotonic()
+    res, report = probe.probe(tmp_path, 1, ["/sys/fs/cgroup/devices/x"],
+                              [("/dev/nvidia0", 195, 0), ("/dev/nvidia1", 195, 1), ("/dev/nvidiactl", 195, 255)],
+                              timeout=1.0)
+    assert time.monotonic() - t0 < 3
+    assert res == ["EPERM", "timeout", "not-run"] and report["timed_out"] and report["exit"] == -9
