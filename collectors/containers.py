@@ -219,6 +219,7 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True):
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"not valid JSON ({e}); not stored because it cannot be redacted"))
         return None
+    redact = redact and getattr(ctx, "redact", True)  # --no-redact opts out (recorded in the manifest)
     if redact:
         obj = cp.redact_spec(obj)
     notes = ["env values redacted (names kept; values outside NVIDIA_*, CUDA_*, PATH, HOSTNAME, HOME, "

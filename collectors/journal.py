@@ -32,6 +32,7 @@ import resource
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -85,6 +86,8 @@ def acquire(ctx) -> None:
     ctx.log(f"journal: {len(files)} files, {len(files) - len(good)} not readable by this libsystemd")
     try:
         src = _ReaderSource([fh.fileno() for fh in good]) if good else _fallback(ctx, files)
+        if src is not None:
+            src.deadline = getattr(ctx, "deadline", None)
         if src:
             _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
     except OSError as e:
@@ -226,6 +229,7 @@ class _ReaderSource:
     """Entries through libsystemd, on descriptors of files already probed one by one."""
 
     method = METHOD
+    deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
 
     def __init__(self, fds: list[int]):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -260,7 +264,11 @@ class _ReaderSource:
             for field_, value in group:
                 r.add_match(f"{field_}={value}")
         r.seek_realtime(start) if start is not None else r.seek_head()
+        n = 0
         while r._next():
+            n += 1
+            if self.deadline is not None and n % 4096 == 0 and time.monotonic() >= self.deadline:
+                raise TimeoutError("the collection's time budget was spent (--time-budget)")
             t = r._get_realtime()
             if end is not None and t > end:
                 return
@@ -387,6 +395,8 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
              "of each boot and of the journal"]
     if since is not None:
         notes.append(f"entries filtered to {iso_z(since_dt)} and later")
+    if any("time budget" in p for p in problems):
+        notes.append("truncated: the time budget ran out while scanning; entries after that point were not read")
     with ctx.writer.create(ENTRIES, source=source, method=src.method, notes=notes) as out:
         for e in sorted(sel.values(), key=lambda e: e["__REALTIME_TIMESTAMP"]):
             out.write(json.dumps(e, sort_keys=True) + "\n")

@@ -59,6 +59,10 @@ def _collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dcgm-url", metavar="URL", help="dcgm-exporter /metrics URL")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
     p.add_argument("--probe", action="store_true", help="open() each GPU device inside each container (opt-in)")
+    p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
+                   help="bound the whole collection; what is not reached is marked truncated (default 600)")
+    p.add_argument("--no-redact", action="store_true",
+                   help="keep secret values (container env, annotations, URL credentials); recorded in the manifest")
 
 
 def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
@@ -173,7 +177,8 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
         with _progress(len(COLLECTORS)) as log:
             path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir,
                                          since=since, node_name=args.node, argv=argv, log=log, probe=args.probe,
-                                         prometheus=args.prometheus, dcgm_url=args.dcgm_url)
+                                         prometheus=args.prometheus, dcgm_url=args.dcgm_url,
+                                         redact=not args.no_redact, time_budget=args.time_budget)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
     bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
@@ -181,8 +186,11 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
     for a in bad:
         print(f"  {a.status.value}: {a.source}" + (f" (errno {a.errno})" if a.errno else "")
               + (f": {a.message}" if a.message else ""), file=sys.stderr)
-    if bad and os.geteuid() != 0:
-        print("  hint: run as root to read what is unreadable here", file=sys.stderr)
+    if os.geteuid() != 0:
+        denied = [a for a in arts if a.status is Status.UNREADABLE]
+        print(f"  note: not root: {len(denied)} artifacts were unreadable. Root would add them, and also the "
+              "journal files of other users, containerd/runc state under /run, cgroup device rules and the "
+              "--probe. Re-run with sudo.", file=sys.stderr)
     return path, EXIT_MISSING if bad else EXIT_OK
 
 

@@ -10,6 +10,7 @@ import os
 import platform
 import shlex
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +45,14 @@ class CollectContext:
     #: Prometheus / dcgm-exporter endpoints (--prometheus, --dcgm-url); None when not given
     prometheus: str | None = None
     dcgm_url: str | None = None
+    #: time.monotonic() value after which collectors stop reading and mark what they hold truncated
+    deadline: float | None = None
+    #: redact secret values (container env, credential annotations, URL credentials); --no-redact clears it
+    redact: bool = True
+
+    def expired(self) -> bool:
+        """True once the run's time budget (``--time-budget``) is spent."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     @property
     def live(self) -> bool:
@@ -56,11 +65,13 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             node_name: str | None = None, argv: list[str] | None = None,
             log: Callable[[str], None] = lambda msg: None, probe: bool = False,
             containerd_state_dirs: list[str] | None = None, prometheus: str | None = None,
-            dcgm_url: str | None = None) -> tuple[Path, str, list[Artifact]]:
+            dcgm_url: str | None = None, redact: bool = True, time_budget: float | None = 600) -> tuple[Path, str, list[Artifact]]:
     """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
 
     ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
     are stored in the manifest so that analysis can be repeated from the bundle alone.
+    ``time_budget`` (seconds) bounds the whole run: collectors check ``ctx.expired()`` and mark what
+    they hold as truncated; a collector not yet started when it is spent is recorded as truncated.
     Returns ``(bundle path, manifest sha256, artifacts)``. Raises ``FileExistsError`` when ``out``
     exists.
     """
@@ -69,11 +80,16 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
     started = datetime.now(timezone.utc)
     writer = BundleWriter(out)
     ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
-                         since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url,
-                         containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []])
+                         since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url, redact=redact,
+                         containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []],
+                         deadline=time.monotonic() + time_budget if time_budget else None)
     for mod in COLLECTORS:
         name = mod.__name__.rsplit(".", 1)[-1]
         log(f"collecting {name}")
+        if ctx.expired():
+            writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
+                                   message=f"not run: the {time_budget:.0f} s time budget was spent"))
+            continue
         try:
             mod.acquire(ctx)
         except Exception as e:  # a collector bug must not cost the other sources
@@ -91,7 +107,11 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
         "command_line": shlex.join(argv if argv is not None else sys.argv),
         "incidents": incidents or [],
-        "options": {"probe": probe, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
+        "redaction": {"enabled": redact,
+                      "what": "container env values outside NVIDIA_*/CUDA_*/PATH/HOSTNAME/HOME/KUBERNETES_SERVICE_*, "
+                              "credential-like annotations and args, credentials in URLs, auth headers and tokens "
+                              "(never stored)" if redact else "nothing: --no-redact was given"},
+        "options": {"probe": probe, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
                     "prometheus": prometheus, "dcgm_url": dcgm_url},
     })
     path, digest = writer.finish()
