@@ -37,7 +37,8 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
                 "systemd_drop_in": {"policy", "allow": [DeviceAllow values]} | None,
                 "bpf": [{id, name, loaded_at}] (v2, bpftool present) | None},
-     "dev_entries": [{path, kind (c|b|fifo|symlink|regular|dir|socket|other), major, minor, mode, target}],
+     "dev_entries": [{path, kind (c|b|fifo|symlink|regular|dir|socket|other), major, minor, mode, target}]
+                    or None when the container's /dev could not be read (no live init process),
      "probe": {path: ok|EPERM|ENXIO|ENOENT|EACCES|E...|timeout|not-run}}
 """
 from __future__ import annotations
@@ -182,12 +183,13 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
     pod, pod_ns, cname, image = cp.pod_identity(ann)
     live_pid = pid if pid and _pid_is_init(ctx, pid, state) else None
     cgroup, procs = _cgroup(ctx, env, rel, cid, spec, state, live_pid, systemd_opt)
-    entries, raw_targets = [], []
+    # None: the container's /dev was not read (no live init); [] would claim it was read and empty
+    entries, raw_targets = None, []
     if live_pid:
         entries, raw_targets, problems = probe_mod.list_dev(ctx.root, live_pid)
         for art in problems:
             ctx.writer.record(art)
-    results = _probe(ctx, env, rel, live_pid, procs, entries, raw_targets)
+    results = _probe(ctx, env, rel, live_pid, procs, entries or [], raw_targets)
     record = {
         "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
         "created": cp.state_created(state), "pid": pid, "image": image, "bundle": bundle,

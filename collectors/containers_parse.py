@@ -155,21 +155,27 @@ def _type(v) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def _strs(v) -> list[str]:
+    """The str items of a JSON list; ``[]`` for anything that is not a list."""
+    return [a for a in v if isinstance(a, str)] if isinstance(v, list) else []
+
+
 def hooks(spec: dict) -> dict:
     """``{kind: [{"path", "args"}]}`` for every OCI hook kind (empty lists when absent)."""
     out = {}
     for kind in HOOK_KINDS:
         entries = dig(spec, "hooks", kind)
         out[kind] = [{"path": h.get("path") if isinstance(h.get("path"), str) else None,
-                      "args": [a for a in (h.get("args") or []) if isinstance(a, str)]}
+                      "args": _strs(h.get("args"))}
                      for h in (entries if isinstance(entries, list) else []) if isinstance(h, dict)]
     return out
 
 
 def linux_devices(spec: dict) -> list[dict]:
-    """``linux.devices`` as ``[{"path", "type", "major", "minor"}]``."""
+    """``linux.devices`` as ``[{"path": str|None, "type", "major", "minor"}]``; any JSON value is
+    accepted, and entries or values of the wrong type are left out (``None``)."""
     devs = dig(spec, "linux", "devices")
-    return [{"path": d.get("path"), "type": _type(d.get("type")), "major": _num(d.get("major")),
+    return [{"path": d.get("path") if isinstance(d.get("path"), str) else None, "type": _type(d.get("type")), "major": _num(d.get("major")),
              "minor": _num(d.get("minor"))}
             for d in (devs if isinstance(devs, list) else []) if isinstance(d, dict)]
 
@@ -198,12 +204,13 @@ def env_allowlisted(spec: dict) -> dict:
 
 
 def annotations(spec: dict) -> dict:
-    """CDI (``cdi.k8s.io/*``) and Kubernetes annotations of the spec."""
+    """CDI (``cdi.k8s.io/*``) and Kubernetes annotations of the spec, ``{name: str}``. The spec says
+    annotation values are strings; any other value (a corrupt file) is left out."""
     ann = spec.get("annotations") if isinstance(spec, dict) else None
     if not isinstance(ann, dict):
         return {}
     return {k: v for k, v in ann.items()
-            if isinstance(k, str) and (k.startswith("cdi.k8s.io/") or k in K8S_ANNOTATIONS)}
+            if isinstance(k, str) and isinstance(v, str) and (k.startswith("cdi.k8s.io/") or k in K8S_ANNOTATIONS)}
 
 
 def pod_identity(ann: dict) -> tuple[str | None, str | None, str | None, str | None]:
@@ -238,7 +245,8 @@ def state_rules(state: dict) -> list[dict]:
 
 def state_bundle(state: dict) -> str | None:
     """The bundle directory runc recorded in ``config.labels`` (``bundle=<path>``)."""
-    for label in dig(state, "config", "labels") or []:
+    labels = dig(state, "config", "labels")
+    for label in labels if isinstance(labels, list) else []:
         if isinstance(label, str) and label.startswith("bundle="):
             return label[len("bundle="):]
     return None
@@ -322,8 +330,10 @@ def is_gpu(record: dict) -> bool:
     if any(e.get("kind") == "c" and (e.get("path") or "").startswith("/dev/nvidia")
            for e in record.get("dev_entries") or []):
         return True
-    for entries in (record.get("hooks") or {}).values():
-        if any("nvidia" in (h.get("path") or "").rsplit("/", 1)[-1] for h in entries):
+    # an NVIDIA hook alone is no GPU: in legacy mode with nvidia as the default runtime every container,
+    # pause and CPU-only ones included, carries it; CDI hooks only come with a requested device
+    for kind, entries in (record.get("hooks") or {}).items():
+        if kind != "prestart" and any("nvidia" in (h.get("path") or "").rsplit("/", 1)[-1] for h in entries):
             return True
     if any(k.startswith("cdi.k8s.io/") for k in record.get("annotations") or {}):
         return True

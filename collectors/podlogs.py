@@ -53,6 +53,8 @@ LOG_NAME = re.compile(r"^(?P<restart>\d+)\.log(?:\.(?P<rot>\d{8}-\d{6}))?(?P<gz>
 #: (signature, pattern): the failure modes named in issue 3 item 6 (cases.md C15)
 ERRORS = (
     ("nvml-unknown-error", re.compile(rb"Failed to initialize NVML: Unknown Error")),
+    # go-nvml's spelling, as k8s-device-plugin and dcgm-exporter log it (same revoked-access cause)
+    ("nvml-error-unknown", re.compile(rb"Failed to initialize NVML: ERROR_UNKNOWN")),
     ("cuinit-failed", re.compile(rb"cuInit failed")),
     ("NVML_ERROR", re.compile(rb"\bNVML_ERROR_[A-Z_]+")),
     ("CUDA_ERROR", re.compile(rb"\bCUDA_ERROR_[A-Z_]+")),
@@ -231,7 +233,7 @@ def parse_time(text: str) -> datetime | None:
     zone = "+00:00" if m.group(3) == "Z" else m.group(3)
     try:
         return datetime.fromisoformat(f"{m.group(1)}.{frac}{zone}").astimezone(timezone.utc)
-    except ValueError:
+    except (ValueError, OverflowError):  # 9999-12-31T23:59:59-01:00 leaves datetime's range in UTC
         return None
 
 

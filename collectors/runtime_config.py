@@ -71,7 +71,7 @@ def acquire(ctx) -> None:
     docs = [d for d in (_toml_or_none(w.dir, f["path"]) for f in facts["containerd_files"]) if d is not None]
     extra = list(containerd_settings(docs)["cdi_spec_dirs"]) if docs else []
     for t in toolkit:  # CDI directories named by containerd or the toolkit are read too
-        extra += _get(_toml_or_none(w.dir, t["path"]), "nvidia-container-runtime", "modes", "cdi", "spec-dirs") or []
+        extra += _str_list(_get(_toml_or_none(w.dir, t["path"]), "nvidia-container-runtime", "modes", "cdi", "spec-dirs"))
     facts["cdi_dirs"] = _acquire_dirs(ctx, [*CDI_DIRS, *(d for d in extra if isinstance(d, str))][:8],
                                       (".json", ".yaml", ".yml"))
     facts["hooks_dirs"] = _acquire_dirs(ctx, list(HOOKS_DIRS), (".json",))
@@ -79,9 +79,16 @@ def acquire(ctx) -> None:
     facts["driver_root"] = {"path": DRIVER_ROOT, "exists": hostfs.exists(ctx.root, DRIVER_ROOT)}
     try:
         facts["dev_char"] = hostfs.listdir(ctx.root, "/dev/char")[:16384]
-    except OSError:
+    except OSError as e:
         facts["dev_char"] = None
-    facts["host_devices"] = device_nodes(ctx.root, "/dev", facts["dev_char"])
+        w.record(from_oserror("/dev/char", "listdir", e))
+    try:
+        hostfs.listdir(ctx.root, "/dev")
+    except OSError as e:  # an unreadable /dev must not read as "no NVIDIA nodes on the host"
+        w.record(from_oserror("/dev", "listdir", e))
+        facts["host_devices"] = None
+    else:
+        facts["host_devices"] = device_nodes(ctx.root, "/dev", facts["dev_char"])
     facts["driver_root_devices"] = (device_nodes(ctx.root, DRIVER_ROOT + "/dev", None)
                                     if facts["driver_root"]["exists"] else [])
     facts["versions"] = _versions(ctx)
@@ -304,35 +311,37 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     "default_runtime", "gpu_runtime",
     "nvidia_binary", "systemd_cgroup", "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. Imports
     replace whole ``plugins.<id>`` sections before containerd 2.0 and are deep-merged from 2.0 on
-    (containerd PR #9982). Raises nothing; absent keys take containerd's documented defaults.
+    (containerd PR #9982). ``docs`` may hold any values (a valid TOML file can still give a table
+    where a string belongs): a value of the wrong type counts as absent. Raises nothing for any
+    non-empty list of dicts; absent keys take containerd's documented defaults.
     """
     major = _vtuple(containerd_version)[:1] or None
-    cfgv = max((d.get("version") if isinstance(d.get("version"), int) else 1) for d in docs)
+    cfgv = max((v if isinstance(v := d.get("version"), int) and not isinstance(v, bool) else 1) for d in docs)
     deep = (major[0] >= 2) if major else cfgv >= 3
     merged: dict = {}
     for d in docs:
         merged = _merge(merged, d, deep_plugins=deep)
-    cri = _get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])) or {}
+    cri = _tab(_get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
     if not cri:
-        cri = next((t for t in (_get(merged, *p) for p in CRI_TABLES.values()) if t), {})
-    ctr = cri.get("containerd") or {}
+        cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
+    ctr = _tab(cri.get("containerd"))
     # the pre-shim-v2 runtime (io.containerd.runtime.v1.linux) takes its binary and cgroup driver elsewhere
-    linux_runtime = (_get(merged, "plugins", "io.containerd.runtime.v1.linux") or _get(merged, "plugins", "linux")
-                     or {}).get("runtime")
-    handlers = dict(ctr.get("runtimes") or {})
-    default = ctr.get("default_runtime_name")
-    if not default and (ctr.get("default_runtime") or {}).get("runtime_type"):  # 1.x: a typed default_runtime
+    linux_runtime = _text(_tab(_get(merged, "plugins", "io.containerd.runtime.v1.linux")
+                               or _get(merged, "plugins", "linux")).get("runtime"))
+    handlers = {str(k): _tab(v) for k, v in _tab(ctr.get("runtimes")).items()}
+    default = _text(ctr.get("default_runtime_name"))
+    if not default and _tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
         default = "default"
         handlers.setdefault("default", ctr["default_runtime"])
     default = default or "runc"
     runtimes = {}
     for name, rt in handlers.items():
-        opts = rt.get("options") or {}
+        opts = _tab(rt.get("options"))
         v1_shim = rt.get("runtime_type") == "io.containerd.runtime.v1.linux"
         sc = cri.get("systemd_cgroup") if v1_shim else opts.get("SystemdCgroup")
-        runtimes[name] = {"runtime_type": rt.get("runtime_type"), "SystemdCgroup": bool(sc),
-                          "SystemdCgroup_basis": "config" if sc is not None else "default",
-                          "BinaryName": (linux_runtime if v1_shim else opts.get("BinaryName")) or None}
+        runtimes[name] = {"runtime_type": _text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
+                          "SystemdCgroup_basis": "config" if isinstance(sc, bool) else "default",
+                          "BinaryName": linux_runtime if v1_shim else _text(opts.get("BinaryName"))}
     runtimes.setdefault(default, {"runtime_type": "io.containerd.runc.v2", "SystemdCgroup": False,
                                   "SystemdCgroup_basis": "default", "BinaryName": None})
 
@@ -340,7 +349,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
         return "nvidia" in n or "nvidia-container-runtime" in (runtimes[n]["BinaryName"] or "")
     gpu = default if is_nvidia(default) else ("nvidia" if "nvidia" in runtimes else
                                               next((n for n in runtimes if is_nvidia(n)), default))
-    cdi, cdi_basis = cri.get("enable_cdi"), "config"
+    cdi, cdi_basis = (v if isinstance(v := cri.get("enable_cdi"), bool) else None), "config"
     if cdi is None and major:  # the default moved from false (1.7) to true (2.0); 1.6 has no CDI at all
         cdi = major[0] >= 2
         cdi_basis = f"default for containerd {containerd_version}" + (
@@ -354,7 +363,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
             "runtimes": runtimes, "default_runtime": default, "gpu_runtime": gpu,
             "nvidia_binary": runtimes[gpu]["BinaryName"] if is_nvidia(gpu) else None,
             "systemd_cgroup": runtimes[gpu]["SystemdCgroup"], "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
-            "cdi_spec_dirs": cri.get("cdi_spec_dirs") or list(CDI_DIRS)}
+            "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
 
 
 def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
@@ -362,10 +371,11 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
     "resolved_basis", "no_cgroups", "spec_dirs", "accept_envvar_when_unprivileged",
     "accept_volume_mounts"}``. ``mode = "auto"`` resolves to ``jit-cdi`` from toolkit 1.18.0 and to
     ``legacy`` before (internal/info/auto.go; CDI-only requests and Tegra still pick cdi/csv per
-    container); ``None`` when the version is unknown. Defaults from api/config/v1/config.go."""
-    rt = doc.get("nvidia-container-runtime") or {}
-    mode = rt.get("mode") or "auto"
-    out = {"mode": mode, "mode_basis": "config" if rt.get("mode") else "default (not set)",
+    container); ``None`` when the version is unknown. Defaults from api/config/v1/config.go; a value
+    of the wrong type counts as absent. Raises nothing for any dict."""
+    rt = _tab(doc.get("nvidia-container-runtime"))
+    mode = _text(rt.get("mode")) or "auto"
+    out = {"mode": mode, "mode_basis": "config" if _text(rt.get("mode")) else "default (not set)",
            "mode_resolved": mode, "resolved_basis": "set explicitly"}
     if mode == "auto":
         v = _vtuple(toolkit_version)
@@ -375,42 +385,45 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
             out["mode_resolved"] = "jit-cdi" if v >= JIT_CDI_SINCE else "legacy"
             since = ">=" if v >= JIT_CDI_SINCE else "<"
             out["resolved_basis"] = f"auto with toolkit {toolkit_version} ({since} 1.18.0)"
-    cli = doc.get("nvidia-container-cli") or {}
-    out["no_cgroups"] = bool(cli.get("no-cgroups", False))
-    out["spec_dirs"] = _get(rt, "modes", "cdi", "spec-dirs") or list(CDI_DIRS)
-    out["accept_envvar_when_unprivileged"] = doc.get("accept-nvidia-visible-devices-envvar-when-unprivileged", True)
-    out["accept_volume_mounts"] = doc.get("accept-nvidia-visible-devices-as-volume-mounts", False)
+    out["no_cgroups"] = _tab(doc.get("nvidia-container-cli")).get("no-cgroups") is True
+    out["spec_dirs"] = _str_list(_get(rt, "modes", "cdi", "spec-dirs")) or list(CDI_DIRS)
+    envvar = doc.get("accept-nvidia-visible-devices-envvar-when-unprivileged")
+    out["accept_envvar_when_unprivileged"] = envvar if isinstance(envvar, bool) else True
+    out["accept_volume_mounts"] = doc.get("accept-nvidia-visible-devices-as-volume-mounts") is True
     return out
 
 
 def cdi_spec(data: bytes, source: str) -> dict:
     """One CDI spec file (JSON or YAML) → ``{"source", "cdiVersion", "kind", "devices": [name],
     "device_nodes": [{"device": name|None, "path", "hostPath", "type", "major", "minor"}],
-    "hooks": [{"device", "hookName", "path", "args"}], "problems": [str]}`` (CDI SPEC.md). An empty
-    file, bad syntax or a spec without cdiVersion / kind / devices gives problems, never an exception."""
+    "hooks": [{"device", "hookName", "path", "args"}], "problems": [str]}`` (CDI SPEC.md); strings are
+    ``str`` or ``None`` and major/minor ``int`` or ``None``, whatever the file holds. An empty file, bad
+    syntax, nesting too deep to parse, or a spec without cdiVersion / kind / devices gives problems,
+    never an exception."""
     out = {"source": source, "cdiVersion": None, "kind": None, "devices": [], "device_nodes": [], "hooks": [],
            "problems": []}
     try:
         doc = json.loads(data) if source.endswith(".json") and data.strip() else yaml.safe_load(data)
-    except (ValueError, yaml.YAMLError) as e:
-        out["problems"].append(f"CDI spec {source} cannot be parsed: {e}")
+    except (ValueError, yaml.YAMLError, RecursionError) as e:
+        out["problems"].append(f"CDI spec {source} cannot be parsed: {type(e).__name__}: {e}"[:500])
         return out
     if not isinstance(doc, dict):
         out["problems"].append(f"CDI spec {source} is " + ("empty" if doc is None else "not a mapping"))
         return out
-    out["cdiVersion"], out["kind"] = doc.get("cdiVersion"), doc.get("kind")
-    edits = [(None, doc.get("containerEdits") or {})]
-    for dev in doc.get("devices") or []:
+    out["cdiVersion"], out["kind"] = _scalar(doc.get("cdiVersion")), _scalar(doc.get("kind"))
+    edits = [(None, _tab(doc.get("containerEdits")))]
+    for dev in doc.get("devices") if isinstance(doc.get("devices"), list) else []:
         if isinstance(dev, dict):
-            out["devices"].append(str(dev.get("name")))
-            edits.append((str(dev.get("name")), dev.get("containerEdits") or {}))
-    for name, e in [(n, e) for n, e in edits if isinstance(e, dict)]:
-        for n in [n for n in e.get("deviceNodes") or [] if isinstance(n, dict)]:
-            out["device_nodes"].append({"device": name, "path": n.get("path"), "hostPath": n.get("hostPath"),
-                                        "type": n.get("type"), "major": n.get("major"), "minor": n.get("minor")})
-        for h in [h for h in e.get("hooks") or [] if isinstance(h, dict)]:
-            out["hooks"].append({"device": name, "hookName": h.get("hookName"), "path": h.get("path"),
-                                 "args": list(h.get("args") or [])})
+            out["devices"].append(_scalar(dev.get("name")) or "")
+            edits.append((out["devices"][-1], _tab(dev.get("containerEdits"))))
+    for name, e in edits:
+        for n in [n for n in _list(e.get("deviceNodes")) if isinstance(n, dict)]:
+            out["device_nodes"].append({"device": name, "path": _text(n.get("path")), "hostPath": _text(n.get("hostPath")),
+                                        "type": _text(n.get("type")), "major": _num(n.get("major")),
+                                        "minor": _num(n.get("minor"))})
+        for h in [h for h in _list(e.get("hooks")) if isinstance(h, dict)]:
+            out["hooks"].append({"device": name, "hookName": _text(h.get("hookName")), "path": _text(h.get("path")),
+                                 "args": [a for a in _list(h.get("args")) if isinstance(a, str)]})
     missing = [k for k in ("cdiVersion", "kind") if not doc.get(k)] + ([] if out["devices"] else ["devices"])
     if missing:
         out["problems"].append(f"CDI spec {source} is invalid: missing {', '.join(missing)}")
@@ -424,9 +437,10 @@ def oci_hook_file(data: bytes, source: str) -> dict:
     try:
         doc = json.loads(data)
         hook = doc["hook"]
-        out.update(path=hook.get("path"), args=list(hook.get("args") or []), stages=list(doc.get("stages") or []),
+        out.update(path=_text(hook.get("path")), args=[a for a in _list(hook.get("args")) if isinstance(a, str)],
+                   stages=[s for s in _list(doc.get("stages")) if isinstance(s, str)],
                    always=(doc.get("when") or {}).get("always"))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         out["problems"].append(f"OCI hook file {source} cannot be read: {type(e).__name__}: {e}")
     out["nvidia"] = posixpath.basename(out["path"] or "") == "nvidia-container-runtime-hook"
     return out
@@ -442,7 +456,8 @@ def nvidia_majors(text: str) -> dict[str, int]:
             section = line.split()[0].lower()
             continue
         parts = line.split()
-        if section == "character" and len(parts) == 2 and parts[0].isdigit() and parts[1].startswith("nvidia"):
+        if section == "character" and len(parts) == 2 and parts[0].isascii() and parts[0].isdigit() \
+                and parts[1].startswith("nvidia"):
             out[parts[1]] = int(parts[0])
     return out
 
@@ -467,6 +482,29 @@ def _get(d, *keys):
     return d
 
 
+def _tab(v) -> dict:
+    """A TOML/JSON/YAML table, or ``{}`` for a value of any other type."""
+    return v if isinstance(v, dict) else {}
+
+
+def _text(v) -> str | None:
+    """A non-empty string, or ``None`` for anything else."""
+    return v if isinstance(v, str) and v else None
+
+
+def _scalar(v) -> str | None:
+    """A YAML/JSON scalar as text (``cdiVersion: 0.6`` is a float to YAML), ``None`` for the rest."""
+    return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+
+
+def _num(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
 def _str_list(v) -> list[str]:
     return [x for x in (v if isinstance(v, list) else [v] if isinstance(v, str) else []) if isinstance(x, str)]
 
@@ -482,7 +520,7 @@ def _toml_or_none(bundle_dir, rel: str | None) -> dict | None:
         return None
     try:
         return tomllib.loads((bundle_dir / rel).read_text("utf-8", "replace"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
         return None
 
 
@@ -503,7 +541,7 @@ def _tomls(bundle: Bundle, stored: dict, files: list[dict], what: str, r: Readin
         if f.get("path") in stored:
             try:
                 docs.append((f["source"], tomllib.loads(bundle.path(f["path"]).read_text("utf-8", "replace"))))
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 bad = True
                 r.problems.append({"artifact": f["path"], "message": f"{what} is not valid TOML: {e}"})
     return docs, bad
@@ -524,5 +562,5 @@ def _dir_files(bundle: Bundle, stored: dict, listed, default, parse, r: Reading)
 def _load_json(bundle: Bundle, rel: str):
     try:
         return json.loads(bundle.path(rel).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None

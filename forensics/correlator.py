@@ -126,7 +126,8 @@ def _from_containers(out: list[Incident], events: list[Event], broken: list[dict
             continue
         seen.add(key)
         c = by_pod.get(key) or created.get(row.get("id"))
-        start = c.at if c else None
+        good = [h for h in healthy if _pod_key(h.attrs) == key]
+        start = good[-1].at if good else (c.at if c else None)
         candidates.append((start, collected_at, f"GPU no longer usable in pod {key}: {row.get('reason') or 'broken'}",
                            [{"artifact": f"containers/{row.get('id')}", "summary": row.get("reason") or "broken"}]))
     for start, end, symptom, ev in candidates:

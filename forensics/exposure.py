@@ -157,7 +157,9 @@ def _container(c: dict, ctx: _Context) -> dict:
     requested = (nvd is not None and not _REDACTED.match(str(nvd))
                  and str(nvd).strip().lower() not in ("", "void", "none"))
     hooks = c.get("hooks") or {}
-    legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or [])
+    # In legacy mode with nvidia as the default runtime every container gets the prestart hook, pause
+    # and CPU-only containers too; the hook injects a GPU only where one was asked for or is present.
+    legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or []) and (requested or bool(inside))
     cdi_hook = any(n in CDI_HOOKS for k in ("createContainer", "createRuntime") for h in hooks.get(k) or []
                    for n in _hook_names(h))
     cdi_ann = any(str(k).startswith("cdi.k8s.io/") for k in c.get("annotations") or {})

@@ -10,6 +10,42 @@ The sample: node3-gpu, Asia/Seoul, Ubuntu 24.04 with systemd 255, a single boot 
 - September incident: snapd's refresh requested a daemon-reload at 2026-09-02 13:05:13 KST and the
   trainer pod's readiness probe failed with "Failed to initialize NVML: Unknown Error" 14 s later.
 
+Container and runtime evidence (the node as collected on 2026-11-30; all committed as plain files):
+- Node: 2x NVIDIA H100 80GB HBM3 (GPU 0 GPU-5a8e2c41-..., GPU 1 GPU-9c1f7e22-...), driver 550.90.07 on
+  the host, containerd 1.7.28, runc 1.2.5, nvidia-container-toolkit 1.17.8; cgroup v1 (hybrid;
+  ``systemd.unified_cgroup_hierarchy=0`` in /proc/cmdline). /proc/devices: nvidia 195, nvidia-uvm 508,
+  nvidia-nvlink 509, nvidia-caps-imex-channels 510, nvidia-caps 511.
+- /etc/containerd/config.toml: ``version = 2`` (a ``containerd config default`` dump), ``enable_cdi =
+  false``, default runtime ``nvidia`` (BinaryName /usr/bin/nvidia-container-runtime), plus ``nvidia-cdi``
+  (/usr/bin/nvidia-container-runtime.cdi, ``pod_annotations = ["cdi.k8s.io/*"]``) and ``runc``; every
+  handler has ``SystemdCgroup = true``. /etc/nvidia-container-runtime/config.toml: ``mode = "legacy"``.
+  /etc/cdi/nvidia.yaml: ``nvidia-ctk cdi generate`` output (devices 0, 1, both UUIDs, all), written
+  when the canary below was set up.
+- Containers (bundle config.json as the runtime rewrote it, runc state.json, cgroup v1 devices.list,
+  systemd transient unit + 50-*.conf drop-ins, CRI log under /var/log/pods; sandbox bundles left out):
+  - kube-system/nvidia-device-plugin-daemonset-7xk2p, created 2026-06-30 10:12:57 KST from the static
+    manifest: DEVICE_LIST_STRATEGY=envvar, PASS_DEVICE_SPECS=false, NVIDIA_DRIVER_ROOT=/,
+    NVIDIA_VISIBLE_DEVICES=all from its image; legacy prestart hook, no GPU in the spec. Its log is
+    start-up only (it holds its device files open, so it never noticed).
+  - gpu-operator/nvidia-dcgm-exporter-x7k9q, created 2026-06-30 10:13:19 KST, the same way. Its
+    metrics stop at 2026-07-11 12:34 KST (samples/record_prometheus.py) while its log stays silent.
+    Both lost their GPU rules in the July reload: devices.list holds runc's defaults only. The
+    correlator folds both into the July incident (their windows contain it).
+  - ml/trainer-0 (pod uid 3f9d2a1c-...; container 6a1f0c2e9b7d..., created 13:03:41 KST on
+    2026-09-02), NVIDIA_VISIBLE_DEVICES=all then =GPU 0's UUID (the last wins), legacy hook. Its
+    entrypoint runs ``nvidia-smi -L`` every 10 s: OK until 13:05:13.09 KST, then "Failed to initialize
+    NVML: Unknown Error" from 13:05:23 KST, backing off to every 6 h. Its training process keeps its
+    device files open and runs on, so the pod was never restarted. Its env holds the planted fake
+    credential ``AWS_SECRET_ACCESS_KEY=sample-not-a-secret-...``, which must never reach a bundle.
+  - gpu-ops/gpu-probe, a CDI canary that ops created 2026-10-14 10:15:52 KST (runtime class
+    nvidia-cdi, pod annotation ``cdi.k8s.io/gpu-probe: nvidia.com/gpu=<GPU 1's UUID>``) before testing
+    with the manual daemon-reload of 10:22:03 KST in the journal: GPU 1 and the common nodes are in
+    linux.devices, resources.devices, the DeviceAllow drop-in and devices.list; ``nvidia-smi -L`` every
+    hour, all OK.
+- Not in the sample: /dev (device nodes cannot be committed to git) and /proc/<pid> of the container
+  inits. The containers' /dev therefore cannot be read (each init's /proc/<pid>/stat is recorded as
+  absent) and --probe has nothing to open; the host's NVIDIA nodes and /dev/char links are unknown.
+
 Run ``python3 samples/build.py`` to (re)build the journal.
 """
 from __future__ import annotations

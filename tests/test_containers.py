@@ -179,7 +179,7 @@ def test_stale_pid_is_not_trusted(node, tmp_path):
     _w(node / "proc/4242/stat", "4242 (other) S " + " ".join(["0"] * 18) + " 999 0 0\n")
     b = _acquire(node, tmp_path / "b", probe=True)
     rec, = containers.read(b, NodeFacts()).facts["containers"]
-    assert rec["dev_entries"] == [] and rec["pid"] == 4242
+    assert rec["dev_entries"] is None and rec["pid"] == 4242  # not read: the pid is not the init
     assert any("no longer the container's init" in (a.message or "") for a in b.artifacts())
 
 
@@ -248,7 +248,11 @@ def test_drop_in_reset_and_policy_order():
 def test_is_gpu_routes():
     assert not cp.is_gpu({"env": {"NVIDIA_VISIBLE_DEVICES": "void"}})
     assert cp.is_gpu({"env": {"NVIDIA_VISIBLE_DEVICES": "all"}})
-    assert cp.is_gpu({"hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": []}]}})
+    # legacy mode puts the prestart hook on every container (pause, CPU-only): the hook alone is no GPU
+    assert not cp.is_gpu({"hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": []}]}})
+    assert cp.is_gpu({"hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": []}]},
+                      "env": {"NVIDIA_VISIBLE_DEVICES": "GPU-5d6f"}})
+    assert cp.is_gpu({"hooks": {"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook", "args": []}]}})
     assert cp.is_gpu({"dev_entries": [{"path": "/dev/nvidiactl", "kind": "c"}]})
     assert not cp.is_gpu({"dev_entries": [{"path": "/dev/nvidiactl", "kind": "symlink"}]})
 

@@ -324,6 +324,11 @@ def test_real_config_json_legacy_hook_with_bare_path_is_hook_injected(real_input
     cfg = json.loads((real_inputs / "oci/nvidia-ctk-tests-output-bundle-config.json").read_text())
     exp = assess(rt, [record_from_config(cfg, "legacy")], None)
     [c] = exp["containers"]
+    # NVIDIA's test bundle has the hook but no NVIDIA_VISIBLE_DEVICES: the hook injects nothing there
+    # (legacy mode puts it on every container, pause and CPU-only ones too)
+    assert c["gpu_injection"] == "none"
+    cfg["process"]["env"].append("NVIDIA_VISIBLE_DEVICES=all")
+    [c] = assess(rt, [record_from_config(cfg, "legacy")], None)["containers"]
     assert c["gpu_injection"] == "hook"  # path "nvidia-container-runtime-hook", not absolute
     example = json.loads((real_inputs / "oci/runtime-spec-schema-test-good-spec-example.json").read_text())
     [c] = assess(rt, [record_from_config(example, "example")], None)["containers"]
