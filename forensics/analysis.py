@@ -91,7 +91,7 @@ def analyze(bundle: Bundle) -> dict:
                                    device_plugin_settings(containers, ENV_ALLOW.match))
         preconditions["gpu_outside_spec"] = facts["exposure"].get("gpu_outside_spec")
     broken = [r for r in (facts.get("exposure") or {}).get("containers", []) if r.get("broken")]
-    incidents, cov = correlate(m, events, coverage, preconditions, broken)
+    incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metric_incidents"))
     tz = nf.tz
     for inc in incidents:
         events.append(Event(inc.start, "incident", "incident.start", f"{inc.id} last known good", {"incident": inc.id}))
@@ -121,6 +121,7 @@ def analyze(bundle: Bundle) -> dict:
             "assessed": False, "reason": "container and runtime evidence not in this bundle",
             "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
             "device_list_strategy": None, "pass_device_specs": None, "containers": []},
+        "metrics": _metrics_summary(facts.get("metrics")),
         "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
                  for c in cov.values()],
         "problems": problems,
@@ -131,6 +132,15 @@ def analyze(bundle: Bundle) -> dict:
                    "missing": [a.to_json() for a in artifacts if a.status in (Status.UNREADABLE, Status.ERROR)]},
         "timeline": [_timeline_entry(e, tz) for e in events],
     }
+
+
+def _metrics_summary(m: dict | None) -> dict:
+    """What the report shows of the Prometheus evidence: retention, DCGM last-seen per GPU, capacity
+    changes and the alert audit (with the suggested rules). ``{"collected": False}`` without metrics."""
+    if not m:
+        return {"collected": False}
+    keep = ("source", "retention", "dcgm_last_seen", "capacity_changes", "alert_audit", "dcgm_exporter_now", "errors")
+    return {"collected": True, **{k: m.get(k) for k in keep}}
 
 
 def analysed_at() -> str:

@@ -57,6 +57,10 @@ def _collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="only scan journal entries at or after this ISO 8601 time")
     p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (metrics evidence)")
     p.add_argument("--dcgm-url", metavar="URL", help="dcgm-exporter /metrics URL")
+    p.add_argument("--prometheus-token-env", metavar="VAR",
+                   help="environment variable holding 'Bearer TOKEN' or 'Basic user:password' (never stored)")
+    p.add_argument("--prometheus-token-file", metavar="FILE", help="file holding the same (never stored)")
+    p.add_argument("--prometheus-ca", metavar="FILE", help="CA bundle (PEM) for Prometheus's TLS")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
     p.add_argument("--probe", action="store_true", help="open() each GPU device inside each container (opt-in)")
     p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
@@ -178,7 +182,10 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
             path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir,
                                          since=since, node_name=args.node, argv=argv, log=log, probe=args.probe,
                                          prometheus=args.prometheus, dcgm_url=args.dcgm_url,
-                                         redact=not args.no_redact, time_budget=args.time_budget)
+                                         redact=not args.no_redact, time_budget=args.time_budget,
+                                         prometheus_token_env=args.prometheus_token_env,
+                                         prometheus_token_file=args.prometheus_token_file,
+                                         prometheus_ca=args.prometheus_ca)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
     bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
@@ -316,7 +323,8 @@ def cmd_demo(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bundle = out / f"bundle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    argv = ["gpu-forensics", "collect", "--root", str(SAMPLE_ROOT), "--out", str(bundle)]
+    argv = ["gpu-forensics", "collect", "--root", str(SAMPLE_ROOT), "--out", str(bundle),
+            "--prometheus", f"file://{sample_build.PROMETHEUS}"]
     for inc in sample_build.INCIDENTS:
         argv += ["--incident", inc]
     ns = build_parser().parse_args(argv[1:])

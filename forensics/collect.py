@@ -45,6 +45,11 @@ class CollectContext:
     #: Prometheus / dcgm-exporter endpoints (--prometheus, --dcgm-url); None when not given
     prometheus: str | None = None
     dcgm_url: str | None = None
+    #: Prometheus credentials: the NAME of an env variable, or a file, holding "Bearer X" / "Basic u:p";
+    #: never written to the bundle. ``prometheus_ca``: a PEM CA bundle for its TLS
+    prometheus_token_env: str | None = None
+    prometheus_token_file: str | None = None
+    prometheus_ca: str | None = None
     #: time.monotonic() value after which collectors stop reading and mark what they hold truncated
     deadline: float | None = None
     #: redact secret values (container env, credential annotations, URL credentials); --no-redact clears it
@@ -65,7 +70,9 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             node_name: str | None = None, argv: list[str] | None = None,
             log: Callable[[str], None] = lambda msg: None, probe: bool = False,
             containerd_state_dirs: list[str] | None = None, prometheus: str | None = None,
-            dcgm_url: str | None = None, redact: bool = True, time_budget: float | None = 600) -> tuple[Path, str, list[Artifact]]:
+            dcgm_url: str | None = None, redact: bool = True, time_budget: float | None = 600,
+            prometheus_token_env: str | None = None, prometheus_token_file: str | None = None,
+            prometheus_ca: str | None = None) -> tuple[Path, str, list[Artifact]]:
     """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
 
     ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
@@ -82,7 +89,11 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
     ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
                          since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url, redact=redact,
                          containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []],
-                         deadline=time.monotonic() + time_budget if time_budget else None)
+                         deadline=time.monotonic() + time_budget if time_budget else None,
+                         prometheus_token_env=prometheus_token_env, prometheus_token_file=prometheus_token_file,
+                         prometheus_ca=prometheus_ca)
+    if node_name:  # before the collectors: the metrics queries select the node by this name
+        ctx.facts["hostname_override"] = node_name
     for mod in COLLECTORS:
         name = mod.__name__.rsplit(".", 1)[-1]
         log(f"collecting {name}")
@@ -96,8 +107,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
                                    message=f"{type(e).__name__}: {e}",
                                    notes=(traceback.format_exc(limit=3)[-800:],)))
-    if node_name:
-        ctx.facts["hostname_override"] = node_name
+    from collectors.promclient import redact_url
     writer.meta.update({
         "node": ctx.facts.get("hostname_override") or ctx.facts.get("hostname"),
         "node_facts": ctx.facts,
@@ -112,7 +122,8 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                               "credential-like annotations and args, credentials in URLs, auth headers and tokens "
                               "(never stored)" if redact else "nothing: --no-redact was given"},
         "options": {"probe": probe, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
-                    "prometheus": prometheus, "dcgm_url": dcgm_url},
+                    "prometheus": redact_url(prometheus) if prometheus else None,
+                    "dcgm_url": redact_url(dcgm_url) if dcgm_url else None},
     })
     path, digest = writer.finish()
     return path, digest, writer.artifacts

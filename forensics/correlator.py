@@ -48,7 +48,8 @@ def coverage_map(coverage: list[Coverage], collected_at: datetime | None,
 
 
 def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dict[str, Coverage],
-                   broken: list[dict] | None = None, collected_at: datetime | None = None) -> list[Incident]:
+                   broken: list[dict] | None = None, collected_at: datetime | None = None,
+                   metric: list[dict] | None = None) -> list[Incident]:
     """Incidents from ``--incident`` (stored in the manifest) and from NVML/CUDA error lines.
 
     An error line opens an incident for its pod (or unit) unless an earlier incident already holds it
@@ -62,6 +63,7 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
         s, e = parse_iso(spec["start"]), parse_iso(spec["end"])
         out.append(Incident(f"I{i}", spec.get("symptom") or "GPU lost inside the pod (window given with --incident)",
                             s, e, "--incident", spec.get("label")))
+    _from_metrics(out, metric or [], cov)
     errors = [e for e in events if e.kind == "journal.nvml-error"]
     healthy = [e for e in events if e.kind == "journal.healthy"]
     last_error: dict[str, datetime] = {}
@@ -86,6 +88,42 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
     for n, inc in enumerate(sorted(out, key=lambda x: x.end), 1):
         inc.id = f"I{n}"
     return sorted(out, key=lambda x: x.end)
+
+
+def _from_metrics(out: list[Incident], metric: list[dict], cov: dict[str, Coverage]) -> None:
+    """Incidents from Prometheus (collectors/metrics.py ``metric_incidents``), in place.
+
+    A DCGM series that vanished while its exporter stayed up gives a tight window: its last sample
+    to the first scrape without it. GPU capacity falling to 0 gives ``[last positive sample, first 0]``;
+    when retention already holds only zeros its start is unknown, and a DCGM window ending before that
+    first 0 dates the same outage: it is kept, and the capacity evidence joins it. A window inside one
+    given with ``--incident`` joins that one instead.
+    """
+    tight = []
+    for m in sorted(metric, key=lambda m: (m.get("start") is None, m.get("end") or "")):
+        end = parse_iso(m["end"]) if m.get("end") else None
+        start = parse_iso(m["start"]) if m.get("start") else None
+        if end is None:
+            continue
+        ev = list(m.get("evidence") or [])
+        host = next((inc for inc in out + tight if (start or end) <= inc.end and inc.start <= end
+                     and (start is None or inc.start <= start)), None)
+        if host is None and start is None:
+            host = next((inc for inc in tight if inc.end <= end), None)
+        if host is not None:
+            host.evidence.extend(ev)
+            host.notes.append(f"also: {m.get('symptom')}")
+            continue
+        if start is None:
+            p = cov.get("prometheus")
+            start = p.start if p and p.start else end
+            note = ["the last good sample is older than Prometheus retention: the window starts where retention does"]
+        else:
+            note = []
+        inc = Incident("I?", m.get("symptom") or m.get("detector") or "metrics", start, end, "metrics",
+                       m.get("detector"), evidence=ev, notes=note)
+        tight.append(inc)
+    out.extend(tight)
 
 
 def _pod_key(attrs: dict) -> str:
@@ -143,7 +181,7 @@ def _from_containers(out: list[Incident], events: list[Event], broken: list[dict
 
 
 def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict,
-              broken: list[dict] | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
+              broken: list[dict] | None = None, metric: list[dict] | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
     """Weigh every cause in :data:`forensics.verdicts.RULES` for every incident.
 
     ``events`` must be sorted by time; ``broken`` lists exposure rows of containers that lost their GPU.
@@ -153,7 +191,7 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], pre
     done = {a.get("source") for a in manifest.get("artifacts", []) if a.get("status") == "collected"}
     cov = coverage_map(coverage, parse_iso(collected) if collected else None, done)
     incidents = incidents_from(manifest.get("incidents") or [], events, cov, broken,
-                               parse_iso(collected) if collected else None)
+                               parse_iso(collected) if collected else None, metric)
     for inc in incidents:
         inc.causes = [
             verdicts.daemon_reload(inc.start, inc.end, events, cov, preconditions),

@@ -29,8 +29,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "container.device-rules-applied": ("id", "pod", "prog_id", "prog_name"),
     "container.log-error": ("pod", "namespace", "container", "message", "signature", "stream", "restart", "truncated"),
     "container.log-healthy": ("pod", "namespace", "container", "message", "stream", "restart", "truncated"),
-    "metrics.dcgm-last-seen": (),
-    "metrics.capacity-change": (),
+    "metrics.dcgm-last-seen": ("gpu", "uuid", "hostname", "metric", "job", "instance"),
+    "metrics.capacity-change": ("resource", "series", "old", "new", "last_old_at"),
     "incident.start": ("incident",),
     "incident.end": ("incident",),
 }

@@ -58,8 +58,17 @@ def to_json(a: dict) -> str:
 
 
 def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None) -> list[Path]:
-    """Write whichever outputs have a path; returns the paths written."""
+    """Write whichever outputs have a path; returns the paths written. When the alert audit ran, the
+    suggested rules go beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready;
+    ``promtool check rules`` accepts it)."""
     done = []
+    audit = (a.get("metrics") or {}).get("alert_audit") or {}
+    first = next((Path(p) for p in (html_path, md_path, json_path) if p), None)
+    if audit.get("suggested_rules_yaml") and first:
+        rules = first.parent / "gpu-alerts.rules.yml"
+        rules.parent.mkdir(parents=True, exist_ok=True)
+        rules.write_text(audit["suggested_rules_yaml"], encoding="utf-8")
+        done.append(rules)
     for path, fn in ((html_path, html), (md_path, markdown), (json_path, to_json)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -61,8 +61,10 @@ ROOT = HERE / "node3-gpu"
 EXPORT = HERE / "node3-gpu.journal.export"
 MACHINE_ID = "5f1c0b9e7d3a4c21a8e6b2f4d9c1e370"
 JOURNAL = ROOT / "var" / "log" / "journal" / MACHINE_ID / "system.journal"
-#: the windows the demo passes with --incident (the September one comes from the journal itself)
-INCIDENTS = ["2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july-outage"]
+#: answers recorded from a real Prometheus by samples/record_prometheus.py (replayed via file://)
+PROMETHEUS = HERE / "node3-gpu-prometheus"
+#: windows the demo passes with --incident: none; July comes from the metrics, September from the journal
+INCIDENTS: list[str] = []
 
 
 def ensure_journal(force: bool = False) -> Path:

@@ -39,8 +39,13 @@ def test_september_reload_confirmed_and_requested_by_snapd(demo):
 
 def test_july_reload_inferred_with_the_journal_gap_named(demo):
     _, a = demo
-    july = [i for i in a["incidents"] if i["label"] == "july-outage"][0]
-    assert july["window"]["start"] == "2026-07-11T03:34:00Z" and july["window"]["end"] == "2026-08-01T15:00:00Z"
+    # dated from the metrics: DCGM last seen 2026-07-11 12:34 KST while its exporter kept answering
+    july = [i for i in a["incidents"] if i["window"]["start"].startswith("2026-07")]
+    assert len(july) == 1 and july[0]["origin"] == "metrics"
+    july = july[0]
+    assert july["window"]["start_local"] == "2026-07-11T12:34:00+09:00"
+    assert july["window"]["end"] == "2026-07-11T03:35:00Z"  # first exporter scrape without DCGM series
+    assert any("capacity already 0" in n and "2026-08-02T00:00:00+09:00" in n for n in july["notes"])
     c = _causes(july)
     assert c["daemon-reload"]["verdict"] == "inferred"
     assert any("journal holds data from 2026-07-16T15:00:05Z only" in g for g in c["daemon-reload"]["gaps"])
@@ -70,3 +75,18 @@ def test_demo_bundle_verifies_and_records_its_gaps(demo):
     assert gaps["unattended-upgrades"]["covers"]["start"] is None
     assert a["timezone"]["name"] == "Asia/Seoul" and a["node"] == "node3-gpu"
     assert a["node_facts"]["systemd_version"] == "255.4-1ubuntu8.6"
+
+
+def test_demo_metrics_retention_gap_and_alert_audit(demo):
+    import subprocess
+    out, a = demo
+    gaps = {g["source"]: g for g in a["gaps"]}
+    assert gaps["prometheus"]["covers"]["start"] == "2026-07-02T22:00:00Z"
+    assert "retention 150d" in gaps["prometheus"]["reason"]
+    audit = a["metrics"]["alert_audit"]
+    assert audit["audited"] and audit["gap"] == {"capacity_zero": True, "dcgm_absent": True}
+    html = (out / "report.html").read_text()
+    assert '<h2 id="alerts">Would the alerts have fired?</h2>' in html
+    rules = out / "gpu-alerts.rules.yml"
+    r = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS: 3 rules found" in r.stdout

@@ -118,7 +118,7 @@ def test_report_html_lists_the_containers_in_the_exposure_section(demo):
 def test_container_evidence_lands_in_the_two_incidents(demo):
     _, a = demo
     assert len(a["incidents"]) == 2
-    july = next(i for i in a["incidents"] if i["label"] == "july-outage")
+    july = next(i for i in a["incidents"] if i["origin"] == "metrics")
     sept = next(i for i in a["incidents"] if i["window"]["end"].startswith("2026-09-02"))
     rows = _rows(a)
     cited = {e.get("artifact") for e in july["evidence"]}
