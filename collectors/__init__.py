@@ -4,7 +4,7 @@ to *read* the bundle's copy back into events; nothing else in the project knows 
 ``COLLECTORS`` is the one place where sources are listed, in acquisition order (node facts first,
 because the readers of zone-less logs need the node's time zone).
 """
-from . import node, runtime_config, journal, packages, containers, podlogs, metrics
+from . import node, runtime_config, journal, packages, containers, podlogs, metrics, kube
 
 #: podlogs after containers: it picks GPU containers from the records already written
-COLLECTORS = [node, runtime_config, journal, packages, containers, podlogs, metrics]
+COLLECTORS = [node, runtime_config, journal, packages, containers, podlogs, metrics, kube]

@@ -63,6 +63,11 @@ def _collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-ca", metavar="FILE", help="CA bundle (PEM) for Prometheus's TLS")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
     p.add_argument("--probe", action="store_true", help="open() each GPU device inside each container (opt-in)")
+    p.add_argument("--kube", action="store_true",
+                   help="also read the node, its GPU pods, the device plugin DaemonSet and the last hour's events "
+                        "from the Kubernetes API (read-only GETs; in-cluster or --kubeconfig)")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig for --kube (default: the pod's ServiceAccount, then $KUBECONFIG or ~/.kube/config)")
     p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
                    help="bound the whole collection; what is not reached is marked truncated (default 600)")
     p.add_argument("--no-redact", action="store_true",
@@ -110,6 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
     v.add_argument("bundle")
+    from . import drill as drill_mod, fleet as fleet_mod
+    f = sub.add_parser("fleet", help="one exposure report across many nodes' bundles", formatter_class=ex,
+                       epilog="example: gpu-forensics fleet bundles/ --out fleet-report")
+    fleet_mod.add_arguments(f)
+    dr = sub.add_parser("drill", help="after the fix: run daemon-reload and check that GPU containers keep "
+                        "their devices (needs --yes-reload-systemd)", formatter_class=ex,
+                        epilog="example: sudo gpu-forensics drill --yes-reload-systemd --container trainer-0")
+    drill_mod.add_arguments(dr)
     d = sub.add_parser("demo", help="collect and analyze the embedded sample node", formatter_class=ex,
                        epilog="example: gpu-forensics demo --out /tmp/demo")
     d.add_argument("--out", default="gpu-forensics-demo", help="folder for the demo bundle and reports")
@@ -175,6 +188,10 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
             raise UsageError(f"--journal-dir {j}: no such file or directory")
     out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
     from collectors import COLLECTORS
+    if args.kubeconfig and not args.kube:
+        raise UsageError("--kubeconfig is only used with --kube")
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.probe and os.geteuid() != 0:
         raise UsageError("--probe needs root: it joins each container's cgroup and mount namespace")
     try:
@@ -185,7 +202,8 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
                                          redact=not args.no_redact, time_budget=args.time_budget,
                                          prometheus_token_env=args.prometheus_token_env,
                                          prometheus_token_file=args.prometheus_token_file,
-                                         prometheus_ca=args.prometheus_ca)
+                                         prometheus_ca=args.prometheus_ca, kube=args.kube,
+                                         kubeconfig=args.kubeconfig)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
     bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
@@ -302,6 +320,8 @@ TIMESTAMP_DESC = {
     "incident.start": "Last Known Good", "incident.end": "First Known Bad",
     "container.created": "Creation Time", "metrics.dcgm-last-seen": "Last Sample Time",
     "metrics.capacity-change": "Change Time",
+    "kube.event": "Last Seen Time", "kube.node-condition": "Transition Time",
+    "kube.container-terminated": "Finish Time",
 }
 
 
@@ -357,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_timeline(args)
         if args.cmd == "verify":
             return cmd_verify(args)
+        if args.cmd == "fleet":
+            from . import fleet as fleet_mod
+            return fleet_mod.run_args(args)
+        if args.cmd == "drill":
+            from . import drill as drill_mod
+            return drill_mod.run_args(args)
         if args.cmd == "demo":
             return cmd_demo(args)
     except UsageError as e:

@@ -50,6 +50,10 @@ class CollectContext:
     prometheus_token_env: str | None = None
     prometheus_token_file: str | None = None
     prometheus_ca: str | None = None
+    #: --kube: read the node's cluster-side context from the API server (collectors/kube.py, read-only);
+    #: ``kubeconfig``: --kubeconfig (None: in-cluster, then the default kubeconfig)
+    kube: bool = False
+    kubeconfig: str | None = None
     #: time.monotonic() value after which collectors stop reading and mark what they hold truncated
     deadline: float | None = None
     #: redact secret values (container env, credential annotations, URL credentials); --no-redact clears it
@@ -72,7 +76,8 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             containerd_state_dirs: list[str] | None = None, prometheus: str | None = None,
             dcgm_url: str | None = None, redact: bool = True, time_budget: float | None = 600,
             prometheus_token_env: str | None = None, prometheus_token_file: str | None = None,
-            prometheus_ca: str | None = None) -> tuple[Path, str, list[Artifact]]:
+            prometheus_ca: str | None = None, kube: bool = False,
+            kubeconfig: str | None = None) -> tuple[Path, str, list[Artifact]]:
     """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
 
     ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
@@ -91,7 +96,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                          containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []],
                          deadline=time.monotonic() + time_budget if time_budget else None,
                          prometheus_token_env=prometheus_token_env, prometheus_token_file=prometheus_token_file,
-                         prometheus_ca=prometheus_ca)
+                         prometheus_ca=prometheus_ca, kube=kube, kubeconfig=kubeconfig)
     if node_name:  # before the collectors: the metrics queries select the node by this name
         ctx.facts["hostname_override"] = node_name
     for mod in COLLECTORS:
@@ -121,7 +126,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                       "what": "container env values outside NVIDIA_*/CUDA_*/PATH/HOSTNAME/HOME/KUBERNETES_SERVICE_*, "
                               "credential-like annotations and args, credentials in URLs, auth headers and tokens "
                               "(never stored)" if redact else "nothing: --no-redact was given"},
-        "options": {"probe": probe, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
+        "options": {"probe": probe, "kube": kube, "kubeconfig": kubeconfig, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
                     "prometheus": redact_url(prometheus) if prometheus else None,
                     "dcgm_url": redact_url(dcgm_url) if dcgm_url else None},
     })

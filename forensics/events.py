@@ -31,6 +31,9 @@ KINDS: dict[str, tuple[str, ...]] = {
     "container.log-healthy": ("pod", "namespace", "container", "message", "stream", "restart", "truncated"),
     "metrics.dcgm-last-seen": ("gpu", "uuid", "hostname", "metric", "job", "instance"),
     "metrics.capacity-change": ("resource", "series", "old", "new", "last_old_at"),
+    "kube.event": ("type", "reason", "message", "count", "object_kind", "namespace", "name"),
+    "kube.node-condition": ("type", "status", "reason", "message"),
+    "kube.container-terminated": ("namespace", "pod", "container", "reason", "exit_code", "restart_count"),
     "incident.start": ("incident",),
     "incident.end": ("incident",),
 }
