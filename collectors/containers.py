@@ -37,7 +37,9 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
                 "systemd_drop_in": {"policy", "allow": [DeviceAllow values]} | None,
                 "bpf": [{id, name, loaded_at}] (v2, bpftool present) | None},
-     "dev_entries": [{path, kind (c|b|fifo|symlink|regular|dir|socket|other), major, minor, mode, target}]
+     "dev_entries": [{path, kind (c|b|fifo|symlink|regular|dir|socket|other), major, minor, mode, target,
+                      ctime (ISO UTC), made_inside (ctime later than "created": made or changed inside the
+                      container after the runtime created it; None when either time is unknown)}]
                     or None when the container's /dev could not be read (no live init process),
      "probe": {path: ok|EPERM|ENXIO|ENOENT|EACCES|E...|timeout|not-run}}
 """
@@ -181,18 +183,21 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
     state = state if isinstance(state, dict) else {}
     ann = cp.annotations(spec)
     pod, pod_ns, cname, image = cp.pod_identity(ann)
-    live_pid = pid if pid and _pid_is_init(ctx, pid, state) else None
+    live_pid = pid if pid and _pid_is_init(ctx, pid, state, cid) else None
     cgroup, procs = _cgroup(ctx, env, rel, cid, spec, state, live_pid, systemd_opt)
     # None: the container's /dev was not read (no live init); [] would claim it was read and empty
     entries, raw_targets = None, []
     if live_pid:
-        entries, raw_targets, problems = probe_mod.list_dev(ctx.root, live_pid)
+        entries, raw_targets, problems = probe_mod.list_dev(ctx.root, live_pid, getattr(ctx, "deadline", None))
         for art in problems:
             ctx.writer.record(art)
     results = _probe(ctx, env, rel, live_pid, procs, entries or [], raw_targets)
+    created = cp.state_created(state)
+    for e in entries or []:
+        e["made_inside"] = _later(e.get("ctime"), created)
     record = {
         "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
-        "created": cp.state_created(state), "pid": pid, "image": image, "bundle": bundle,
+        "created": created, "pid": pid, "image": image, "bundle": bundle,
         "hooks": cp.hooks(spec), "linux_devices": cp.linux_devices(spec),
         "resources_devices": cp.resources_devices(spec), "env": cp.env_allowlisted(spec),
         "annotations": ann, "cgroup": cgroup, "dev_entries": entries, "probe": results,
@@ -200,6 +205,12 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
     ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
                           method="containers", notes=("summary of the files beside it; env values other "
                                                       "than NVIDIA_*, CUDA_* and a few more are left out",))
+
+
+def _later(a: str | None, b: str | None) -> bool | None:
+    """Whether ISO time ``a`` is later than ``b``; ``None`` when either is unknown."""
+    ta, tb = _time(a), _time(b)
+    return None if ta is None or tb is None else ta > tb
 
 
 def _read_json(ctx, source: str, rel: str, redact: bool = True):
@@ -215,17 +226,25 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True):
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"larger than {JSON_LIMIT} bytes; not stored"))
         return None
+    redact = redact and getattr(ctx, "redact", True)  # --no-redact opts out (recorded in the manifest)
     try:
         obj = json.loads(data.decode("utf-8", "surrogateescape"))
+        if redact:
+            obj = cp.redact_spec(obj)
+        json.dumps(obj)  # a value nested too deeply to write back fails here, not half-way into the bundle
     except ValueError as e:
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"not valid JSON ({e}); not stored because it cannot be redacted"))
         return None
-    redact = redact and getattr(ctx, "redact", True)  # --no-redact opts out (recorded in the manifest)
-    if redact:
-        obj = cp.redact_spec(obj)
+    except RecursionError:
+        # nesting beyond the interpreter's recursion limit (a hostile file): the container's record is
+        # still written, from an empty spec
+        ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
+                                   message="JSON nested too deeply to redact; not stored, read as empty"))
+        return None
     notes = ["env values redacted (names kept; values outside NVIDIA_*, CUDA_*, PATH, HOSTNAME, HOME, "
-             "KUBERNETES_SERVICE_* replaced by a sha256 prefix); credential annotations and URL "
+             "KUBERNETES_SERVICE_* and of credential-named variables replaced by a sha256 prefix); annotation "
+             "values other than Kubernetes pod identity and cdi.k8s.io/*, credential args, auth headers and URL "
              "credentials redacted; re-serialised from the parsed file"] if redact else []
     with ctx.writer.create(rel, source, "copy-redacted" if redact else "copy-parsed", notes=notes) as fh:
         json.dump(obj, fh, indent=2, ensure_ascii=True)
@@ -240,7 +259,7 @@ def _int_file(ctx, source: str) -> int | None:
         return None
 
 
-def _pid_is_init(ctx, pid: int, state: dict) -> bool:
+def _pid_is_init(ctx, pid: int, state: dict, cid: str | None = None) -> bool:
     """The pid still belongs to the container's init (runc's ``init_process_start``, in clock ticks
     since boot, equals field 22 of /proc/<pid>/stat), so its /proc entries are the container's."""
     try:
@@ -250,7 +269,7 @@ def _pid_is_init(ctx, pid: int, state: dict) -> bool:
         return False
     want = state.get("init_process_start")
     if want is None:
-        return True
+        return _pid_looks_like_container(ctx, pid, state, cid)
     fields = text.rsplit(")", 1)[-1].split()
     ok = len(fields) > 19 and fields[19] == str(want)
     if not ok:
@@ -259,12 +278,45 @@ def _pid_is_init(ctx, pid: int, state: dict) -> bool:
     return ok
 
 
+def _pid_looks_like_container(ctx, pid: int, state: dict, cid: str | None = None) -> bool:
+    """Without runc's ``init_process_start`` the pid is taken for the container's init only when it is in
+    a mount namespace other than PID 1's and its /proc/<pid>/cgroup names the container id; otherwise a
+    recycled or forged pid (state.json saying ``1``) would have the host's /dev read as the container's."""
+    cid = cid or (state.get("id") if isinstance(state.get("id"), str) else None)
+    why = None
+    try:
+        mine = hostfs.readlink(ctx.root, f"/proc/{pid}/ns/mnt")
+        host = hostfs.readlink(ctx.root, "/proc/1/ns/mnt")
+        if mine is None or mine == host:
+            why = "it is in the host's mount namespace"
+        elif not cid or cid not in hostfs.read_text(ctx.root, f"/proc/{pid}/cgroup", limit=SMALL_LIMIT):
+            why = "its /proc/<pid>/cgroup does not name the container"
+    except OSError as e:
+        why = f"its namespaces or cgroups cannot be read ({e.strerror or e})"
+    if why:
+        ctx.writer.record(Artifact(None, f"/proc/{pid}", Status.ERROR, "read",
+                                   message=f"pid {pid} is not taken for the container's init: {why} "
+                                           "(runc's init_process_start is missing)"))
+    return why is None
+
+
 # -- cgroup ----------------------------------------------------------------------------------------
+def _cgroup_path_ok(p) -> bool:
+    """A cgroup directory as runc or /proc recorded it: a plain path under /sys/fs/cgroup/, no ``..``."""
+    return isinstance(p, str) and p.startswith("/sys/fs/cgroup/") and ".." not in p.split("/") and "\0" not in p
+
+
 def _cgroup(ctx, env, rel, cid, spec, state, pid, systemd_opt) -> tuple[dict, list[str]]:
     """The record's ``cgroup`` and the cgroup directories (host paths) the probe joins."""
     paths = state.get("cgroup_paths") if isinstance(state.get("cgroup_paths"), dict) else {}
     if not paths and pid:
         paths = _proc_cgroup_paths(ctx, pid)
+    bad = {k: paths[k] for k in ("devices", "") if paths.get(k) and not _cgroup_path_ok(paths[k])}
+    if bad:
+        ctx.writer.record(Artifact(None, f"container:{cid}", Status.ERROR, "containers",
+                                   message="cgroup paths outside /sys/fs/cgroup or with '..' ignored: "
+                                           + ", ".join(f"{k or 'unified'}={str(v)[:200]!r}" for k, v in bad.items())))
+        paths = {k: v for k, v in paths.items() if k not in bad}
     version = 1 if paths.get("devices") else 2 if paths.get("") else None
     path = paths.get("devices") or paths.get("") or None
     sysd = cp.dig(state, "config", "cgroups", "Systemd")

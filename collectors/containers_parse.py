@@ -10,26 +10,53 @@ Formats, with where each is defined:
 - systemd transient unit files and drop-ins (``DevicePolicy=``, ``DeviceAllow=``; an empty
   ``DeviceAllow=`` resets the list): systemd.resource-control(5); cases.md C08.
 - ``bpftool -j cgroup show`` / ``bpftool -j prog show id N`` JSON (bpftool-cgroup(8), bpftool-prog(8)).
+
+Redaction policy (:func:`redact_spec`, unless ``--no-redact``); names are always kept, values become
+``<redacted sha256:XXXXXXXX>`` (a hash prefix, so equal values still match):
+
+- env: a value is kept only when its name is in :data:`ENV_ALLOW` (matched whole: ``PATH\n`` is not
+  ``PATH``) and does not look like a credential (:data:`CRED_WORDS`: ``NVIDIA_API_KEY``,
+  ``CUDA_AUTH_TOKEN`` are hashed although NVIDIA_*/CUDA_* are otherwise kept);
+- annotations (and runc's ``labels``, which hold them as ``key=value``): values are kept only for
+  :data:`K8S_ANNOTATIONS` and ``cdi.k8s.io/*`` (and runc's ``bundle`` label); every other value is
+  hashed (``kubectl.kubernetes.io/last-applied-configuration`` holds whole manifests, secrets included);
+- args (process and hooks): the value after a credential-looking flag (``--password X``,
+  ``--token=X``), after ``-p`` (``-p X`` and ``-pX``, mysql's password flag; a port or ``mkdir -p``'s
+  path is hashed too) and after ``Bearer``/``Basic``; and in every string (``sh -c "..."`` included)
+  by :func:`redact_text`: URL credentials, ``Bearer X`` / ``Basic X``, ``NAME=X`` where NAME holds
+  token, secret, passw*, key, auth* or credential, and ``-p X``;
+- every other string: URL credentials, ``Bearer X`` and credential ``NAME=X`` (:func:`redact_text`
+  without the ``-p`` rule).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import datetime, timezone
 
 from forensics.timeutil import iso_z, parse_iso
 
+CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
 #: env names whose values are kept (issue 6 item 3); everything else becomes a hash prefix
-#: plus the NVIDIA device plugin's and HAMi's own settings, which are evidence and hold no secret
-ENV_ALLOW = re.compile(r"^(NVIDIA_\w*|CUDA_\w*|PATH|HOSTNAME|HOME|KUBERNETES_SERVICE_HOST|"
+#: plus the NVIDIA device plugin's and HAMi's own settings, which are evidence and hold no secret.
+#: The whole name must match (``\Z``: ``"PATH\n"`` is not ``PATH``), and a name holding a credential
+#: word is never kept (``NVIDIA_API_KEY``, ``CUDA_AUTH_TOKEN``), so ``ENV_ALLOW.match`` is the whole test
+ENV_ALLOW = re.compile(r"^(?!(?s:.*)(?i:" + "|".join(CRED_WORDS) + r"))"
+                       r"(NVIDIA_\w*|CUDA_\w*|PATH|HOSTNAME|HOME|KUBERNETES_SERVICE_HOST|"
                        r"KUBERNETES_SERVICE_PORT\w*|DEVICE_LIST_STRATEGY|PASS_DEVICE_SPECS|DEVICE_ID_STRATEGY|"
                        r"DEVICE_DISCOVERY_STRATEGY|MIG_STRATEGY|CDI_ANNOTATION_PREFIX|FAIL_ON_INIT_ERROR|"
-                       r"NVIDIA_CDI_HOOK_PATH|NVIDIA_CTK_PATH|CONTAINER_DRIVER_ROOT|DRIVER_ROOT_CTR_PATH)$")
-CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
-_URL_CRED = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<cred>[^/?#@\s]+(?:@[^/?#@\s]*)*)@")
-_CRED_FLAG = re.compile(r"^(?P<flag>-{1,2}[\w.\-]*(?:" + "|".join(CRED_WORDS) + r")[\w.\-]*)(?P<eq>=)(?P<v>.*)$",
-                        re.I | re.S)
-_CRED_FLAG_ALONE = re.compile(r"^-{1,2}[\w.\-]*(?:" + "|".join(CRED_WORDS) + r")[\w.\-]*$", re.I)
+                       r"NVIDIA_CDI_HOOK_PATH|NVIDIA_CTK_PATH|CONTAINER_DRIVER_ROOT|DRIVER_ROOT_CTR_PATH)\Z")
+#: free-text rules of :func:`redact_text` (each linear in the text's length)
+_AUTH_SCHEME = re.compile(r"(?i)\b(?P<name>bearer|basic)(?P<sp>\s+)(?!<redacted)(?P<v>\S+)")
+_AUTH_SCHEME_LAST = re.compile(r"(?i)\b(?:bearer|basic)\s*\Z")
+_ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?!<redacted)(?P<v>\S+)")
+_ASSIGN_WORDS = re.compile(r"(?i)token|secret|passw|key|auth|credential")
+_P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>\s*)(?![\-\s]|<redacted)(?P<v>\S+)")
+#: ``scheme://user:pass@``: anchored on ``://`` after a scheme character (a scheme run before it is
+#: kept as text), so that the match is linear in the text's length (hostile args can be megabytes)
+_URL_CRED = re.compile(r"(?<=[A-Za-z0-9+.\-])://(?P<cred>[^/?#@\s]+(?:@[^/?#@\s]*)*)@")
+_FLAG_NAME = re.compile(r"-{1,2}[\w.\-]*")
 HOOK_KINDS = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
 #: annotations kept in the record (values already redacted)
 K8S_ANNOTATIONS = ("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
@@ -50,12 +77,40 @@ def redacted(value: str) -> str:
 
 def redact_url_credentials(text: str) -> str:
     """``scheme://user:pass@host`` -> ``scheme://<redacted>@host`` anywhere in ``text``."""
-    return _URL_CRED.sub(lambda m: m.group("scheme") + "<redacted>@", text)
+    return _URL_CRED.sub("://<redacted>@", text)
 
 
 def _cred_name(name: str) -> bool:
     low = name.lower()
     return any(w in low for w in CRED_WORDS)
+
+
+def _cred_flag(arg: str) -> bool:
+    """``--password``, ``-api-key``: a flag whose name holds a credential word."""
+    return bool(_FLAG_NAME.fullmatch(arg)) and _cred_name(arg)
+
+
+def redact_text(text: str, p_flag: bool = True) -> str:
+    """Credentials inside free text (a shell command line, a log line): URL credentials,
+    ``Bearer X`` / ``Basic X``, ``NAME=X`` where NAME holds token, secret, passw*, key, auth* or
+    credential (the name is kept), and with ``p_flag`` ``-p X`` / ``-pX``; each value becomes a
+    :func:`redacted` hash. Already redacted values are left as they are."""
+    if "://" in text:  # each rule runs only when its marker is present: megabytes of junk stay cheap
+        text = redact_url_credentials(text)
+    low = text.lower()
+    if "bearer" in low or "basic" in low:
+        text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
+    if "=" in text and any(w in low for w in ("token", "secret", "passw", "key", "auth", "credential")):
+        text = _ASSIGN.sub(lambda m: (f"{m.group('name')}={redacted(m.group('v'))}"
+                                      if _ASSIGN_WORDS.search(m.group("name")) else m.group(0)), text)
+    if p_flag and "-p" in text:
+        text = _P_FLAG.sub(lambda m: "-p" + m.group("sp") + redacted(m.group("v")), text)
+    return text
+
+
+def kept_annotation(name) -> bool:
+    """Whether an annotation's value is kept: :data:`K8S_ANNOTATIONS` and ``cdi.k8s.io/*``."""
+    return isinstance(name, str) and (name in K8S_ANNOTATIONS or name.startswith("cdi.k8s.io/"))
 
 
 def redact_env(entries: list) -> list:
@@ -67,14 +122,14 @@ def redact_env(entries: list) -> list:
             out.append(e)
             continue
         name, eq, value = e.partition("=")
-        if eq and not ENV_ALLOW.match(name):
-            value = redacted(value)
-        out.append(f"{name}{eq}{redact_url_credentials(value)}")
+        value = redacted(value) if eq and not ENV_ALLOW.match(name) else redact_text(value, p_flag=False)
+        out.append(f"{name}{eq}{value}")
     return out
 
 
 def redact_args(args: list) -> list:
-    """Redact values of credential-looking flags (``--token=X``, ``--password X``) in an argv."""
+    """Redact an argv: values of credential-looking flags (``--token=X``, ``--password X``), the value
+    after ``-p`` and after a trailing ``Bearer``/``Basic``, and in every string :func:`redact_text`."""
     out, hide_next = [], False
     for a in args:
         if not isinstance(a, str):
@@ -85,12 +140,12 @@ def redact_args(args: list) -> list:
             out.append(redacted(a))
             hide_next = False
             continue
-        m = _CRED_FLAG.match(a)
-        if m:
-            out.append(f"{m.group('flag')}={redacted(m.group('v'))}")
+        flag, eq, value = a.partition("=")
+        if eq and _cred_flag(flag):
+            out.append(f"{flag}={redacted(value)}")
         else:
-            out.append(redact_url_credentials(a))
-        hide_next = bool(_CRED_FLAG_ALONE.match(a))
+            out.append(redact_text(a))
+        hide_next = _cred_flag(a) or a == "-p" or bool(_AUTH_SCHEME_LAST.search(a))
     return out
 
 
@@ -99,9 +154,9 @@ def _redact_label(label):
     if not isinstance(label, str):
         return redact_spec(label)
     key, eq, value = label.partition("=")
-    if eq and _cred_name(key):
+    if eq and not (key == "bundle" or kept_annotation(key)):
         return f"{key}={redacted(value)}"
-    return redact_url_credentials(label)
+    return redact_text(label, p_flag=False)
 
 
 def redact_spec(obj):
@@ -109,8 +164,9 @@ def redact_spec(obj):
 
     Every ``env`` list (process, hooks; runc's ``Hooks``) goes through :func:`redact_env`, every
     ``args`` list through :func:`redact_args`, ``annotations`` values (and runc's ``labels``, which
-    hold the annotations as ``key=value``) whose name contains a credential word (token, secret, password, key, auth, credential) become hashes, and URL
-    credentials are removed from every other string. Never raises.
+    hold the annotations as ``key=value``) other than :func:`kept_annotation` ones become hashes, and
+    every other string goes through :func:`redact_text` (without the ``-p`` rule). Never raises
+    (except ``RecursionError`` for JSON nested deeper than the interpreter's recursion limit).
     """
     if isinstance(obj, dict):
         out = {}
@@ -120,7 +176,8 @@ def redact_spec(obj):
             elif k == "args" and isinstance(v, list):
                 out[k] = redact_args(v)
             elif k in ("annotations", "labels") and isinstance(v, dict):
-                out[k] = {ak: (redacted(av) if isinstance(av, str) and _cred_name(ak) else redact_spec(av))
+                out[k] = {ak: (redact_spec(av) if kept_annotation(ak) else  # (a non-string: its JSON)
+                               redacted(av if isinstance(av, str) else json.dumps(av, sort_keys=True)))
                           for ak, av in v.items()}
             elif k == "labels" and isinstance(v, list):
                 out[k] = [_redact_label(x) for x in v]
@@ -130,7 +187,7 @@ def redact_spec(obj):
     if isinstance(obj, list):
         return [redact_spec(v) for v in obj]
     if isinstance(obj, str):
-        return redact_url_credentials(obj)
+        return redact_text(obj, p_flag=False)
     return obj
 
 
@@ -175,8 +232,8 @@ def linux_devices(spec: dict) -> list[dict]:
     """``linux.devices`` as ``[{"path": str|None, "type", "major", "minor"}]``; any JSON value is
     accepted, and entries or values of the wrong type are left out (``None``)."""
     devs = dig(spec, "linux", "devices")
-    return [{"path": d.get("path") if isinstance(d.get("path"), str) else None, "type": _type(d.get("type")), "major": _num(d.get("major")),
-             "minor": _num(d.get("minor"))}
+    return [{"path": d.get("path") if isinstance(d.get("path"), str) else None, "type": _type(d.get("type")),
+             "major": _num(d.get("major")), "minor": _num(d.get("minor"))}
             for d in (devs if isinstance(devs, list) else []) if isinstance(d, dict)]
 
 

@@ -12,7 +12,9 @@ Bundle files (all under ``journal/``):
 - ``files.json``: one record per journal file: ``source``, ``size``, ``sha256``, ``header`` (flags,
   state, sizes, head/tail time), ``opened``, ``error``, ``errno``.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
-  (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists), ``__CURSOR``,
+  (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
+  with the credentials :func:`collectors.podlogs.redact_log` recognises replaced, the same policy as
+  for pod logs), ``__CURSOR``,
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
   ``healthy``, ``boot``, ``coverage``).
@@ -42,6 +44,7 @@ from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.events import Reading
 from forensics.timeutil import from_usec, iso_z
+from . import containers_parse as cp
 from . import journal_wording as w
 
 HOST_DIRS = ("/var/log/journal", "/run/log/journal")
@@ -397,9 +400,13 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
         notes.append(f"entries filtered to {iso_z(since_dt)} and later")
     if any("time budget" in p for p in problems):
         notes.append("truncated: the time budget ran out while scanning; entries after that point were not read")
+    redact = getattr(ctx, "redact", True)
+    if redact:
+        notes.append("credentials redacted in field values: URL credentials, Bearer/Basic values, NAME=X for "
+                     "credential names")
     with ctx.writer.create(ENTRIES, source=source, method=src.method, notes=notes) as out:
         for e in sorted(sel.values(), key=lambda e: e["__REALTIME_TIMESTAMP"]):
-            out.write(json.dumps(e, sort_keys=True) + "\n")
+            out.write(json.dumps(redact_entry(e) if redact else e, sort_keys=True) + "\n")
     ctx.writer.write_json(BOOTS, boots, source=source, method=src.method)
     ctx.writer.write_json(COVERAGE, {**w.edge_record(first, "first"), **w.edge_record(last, "last"),
                                      "since": iso_z(since_dt),
@@ -407,6 +414,26 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
                                      "files_failed": n_failed,
                                      "method": src.method, "problems": problems},
                           source=source, method=src.method)
+
+
+def redact_entry(e: dict) -> dict:
+    """A stored entry with credentials in its field values redacted (the pod-log policy,
+    :func:`collectors.containers_parse.redact_text` without the ``-p`` rule), base64 values included;
+    ``__`` fields (cursor, timestamps) and ``_GF_SELECTED_BY`` are left as they are. Raises nothing."""
+    def one(v):
+        if isinstance(v, str):
+            return cp.redact_text(v, p_flag=False)
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        if isinstance(v, dict) and isinstance(v.get("base64"), str):
+            try:
+                raw = base64.b64decode(v["base64"])
+            except ValueError:
+                return v
+            text = cp.redact_text(raw.decode("utf-8", "surrogateescape"), p_flag=False)
+            return {"base64": base64.b64encode(text.encode("utf-8", "surrogateescape")).decode()}
+        return v
+    return {k: v if k.startswith("__") or k == "_GF_SELECTED_BY" else one(v) for k, v in e.items()}
 
 
 # -- reading the bundle back ---------------------------------------------------------------------
@@ -427,7 +454,8 @@ def read(bundle, node) -> Reading:
                                  "message": f"{f.get('source')} was not read: {f.get('error')}"})
     lines, pid1 = {}, []
     for n, e in _stored(bundle, out):
-        at, rules = from_usec(e["__REALTIME_TIMESTAMP"]), e.get("_GF_SELECTED_BY") or []
+        rules = e.get("_GF_SELECTED_BY") if isinstance(e.get("_GF_SELECTED_BY"), list) else []
+        at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
         if "pid1" in rules:
@@ -455,7 +483,7 @@ def _load(bundle, rel: str, out: Reading, kind: type):
         if isinstance(data, kind):
             return data
         out.problems.append({"artifact": rel, "message": f"expected a JSON {kind.__name__}"})
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         out.problems.append({"artifact": rel, "message": f"unreadable: {e}"})
     return kind()
 
@@ -473,7 +501,7 @@ def _stored(bundle, out: Reading):
                             and isinstance(e.get("__CURSOR"), str)):
                         raise ValueError("not an entry with __REALTIME_TIMESTAMP and __CURSOR")
                     from_usec(e["__REALTIME_TIMESTAMP"])
-                except (ValueError, OverflowError, OSError) as err:
+                except (ValueError, OverflowError, OSError, RecursionError) as err:
                     out.problems.append({"artifact": ENTRIES, "line": n, "message": f"line {n} skipped: {err}"})
                     continue
                 yield n, e

@@ -22,11 +22,12 @@ from forensics.artifact import errno_name
 from forensics.events import Coverage, Event
 from forensics.timeutil import from_usec, iso_z, parse_iso
 
-#: caller line; comm and unit are each left out when systemd could not find them
-CALLER_RE = re.compile(r"^(Reloading|Reload|Reexecuting|Reexecution) requested from client PID (\d+)"
+#: caller line; comm and unit are each left out when systemd could not find them. Numbers are bounded
+#: (pid_max is 2^22; anyone may log as ``SYSLOG_IDENTIFIER=systemd``), so int() never meets 5000 digits
+CALLER_RE = re.compile(r"^(Reloading|Reload|Reexecuting|Reexecution) requested from client PID (\d{1,10})"
                        r"(?: \('([^']*)'\))?(?: \(unit ([^)]+)\))?\.\.\.$")
-SIGHUP_RE = re.compile(r"^Received SIGHUP from PID (\d+)(?: \(([^)]*)\))?\.$")
-FINISHED_RE = re.compile(r"^Reloading finished in (\d+) ms\.$")
+SIGHUP_RE = re.compile(r"^Received SIGHUP from PID (\d{1,10})(?: \(([^)]*)\))?\.$")
+FINISHED_RE = re.compile(r"^Reloading finished in (\d{1,15}) ms\.$")
 #: v246+ "systemd 255.4-1ubuntu8 running in system mode (+PAM ...)"; v245 and older add a period
 BANNER_RE = re.compile(r"^systemd (\S+) running in system mode(?:\.)?(?: \(|$)")
 RELOAD_LINES = ("Reloading.", "Reloading...")  # main.c: <= 253.1 / 253.2+
@@ -163,7 +164,8 @@ def version_from_wording(caller_word: str | None, main_line: str | None) -> tupl
 def header(b: bytes, size: int) -> dict | None:
     """The header fields that explain a failure, from the first bytes ``b`` of a file of ``size``
     bytes: signature, flags (int and names), state, sizes, entry count, head/tail time (ISO UTC),
-    ``truncated`` (the header describes more bytes than the file has). ``None`` under 16 bytes."""
+    ``truncated`` (the header describes more bytes than the file has, or the file ends inside the
+    header itself). ``None`` under 16 bytes."""
     if len(b) < 16:
         return None
     sig, compat, incompat = struct.unpack_from("<8sII", b)
@@ -179,6 +181,8 @@ def header(b: bytes, size: int) -> dict | None:
         hdr.update(header_size=hsize, arena_size=arena, n_entries=n_entries,
                    head_realtime=iso_usec(head_rt), tail_realtime=iso_usec(tail_rt),
                    truncated=hsize + arena > size)
+    else:
+        hdr["truncated"] = True  # b is the file's start, so the whole file is shorter than its header
     return hdr
 
 
@@ -210,9 +214,11 @@ def why_unreadable(e: Exception, hdr: dict | None, size: int | None) -> str:
     elif not hdr["signature_ok"]:
         parts.append("not a journal file (the signature is not LPKSHHRH)")
     else:
-        if hdr.get("truncated"):
+        if hdr.get("truncated") and "header_size" in hdr:
             parts.append(f"truncated: the header describes {hdr['header_size'] + hdr['arena_size']} bytes "
                          f"but the file has {size}")
+        elif hdr.get("truncated"):
+            parts.append(f"truncated: the file ends inside its own header, after {size} bytes")
         lib = libsystemd_version()
         bits = [1 << i for i in range(32) if hdr["incompatible_flags"] & (1 << i)]
         newer = [f"{INCOMPAT[b][0]} (systemd >= {INCOMPAT[b][1]})" if b in INCOMPAT else f"unknown flag {b:#x}"
@@ -232,7 +238,7 @@ def text(v) -> str:
     if isinstance(v, dict):
         try:
             return base64.b64decode(v.get("base64", "")).decode("utf-8", "replace")
-        except ValueError:
+        except (ValueError, TypeError):  # not base64, or not text at all ({"base64": 5})
             return ""
     return v if isinstance(v, str) else "" if v is None else str(v)
 
@@ -353,7 +359,7 @@ def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
         start, end = from_usec(cov["first_usec"]), from_usec(cov["last_usec"])
         reason = (f"journal holds entries from {iso_z(start)} to {iso_z(end)} only "
                   "(older entries rotated away or never written)")
-        if cov.get("since") and parse_iso(cov["since"]) > start:
+        if isinstance(cov.get("since"), str) and cov["since"] and parse_iso(cov["since"]) > start:
             start, reason = parse_iso(cov["since"]), reason + f"; collected from {cov['since']} on (--since)"
         if cov.get("files_failed"):
             reason += (f"; {cov['files_failed']} of {cov['files_found']} journal files could not be read, "

@@ -59,7 +59,7 @@ def acquire(ctx: CollectContext) -> None:
         stat_text = hostfs.read_text(ctx.root, "/proc/stat")
         m = re.search(r"^btime (\d+)$", stat_text, re.M)
         facts["boot_time"] = iso_z(datetime.fromtimestamp(int(m.group(1)), timezone.utc)) if m else None
-    except OSError:
+    except (OSError, ValueError, OverflowError):  # a btime past year 9999 (a corrupt copy of /proc/stat)
         facts["boot_time"] = None
     try:
         with hostfs.open_regular(ctx.root, "/etc/localtime") as f:

@@ -73,9 +73,12 @@ class UuLine(NamedTuple):
 
 def _naive(text: str, fmt: str) -> datetime | None:
     try:
-        return datetime.strptime(text, fmt)
+        when = datetime.strptime(text, fmt)
     except ValueError:  # 2019-02-30 and the like
         return None
+    # Years 1 and 9999 are refused: no package log holds them, and the node's UTC offset would carry
+    # them out of datetime's range when the line is localized.
+    return when if 1 < when.year < 9999 else None
 
 
 def _version(token: str) -> str | None:

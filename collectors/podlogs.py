@@ -17,6 +17,20 @@ inside the pod (issue 3 item 6).
 Log content belongs to the container's author: it is stored as bytes, and read back as capped text
 with control characters escaped; nothing in it is ever interpreted.
 
+Redaction policy for log content (unless ``--no-redact``): a log is evidence and is kept as text,
+line for line, but credentials that can be recognised in free text are replaced before it is stored
+(:func:`redact_log`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
+``Bearer X`` / ``Basic X`` (so ``Authorization:`` headers), and ``NAME=X`` where NAME holds token,
+secret, passw*, key, auth* or credential (the value becomes a ``<redacted sha256:XXXXXXXX>`` hash,
+the same for the same value). A secret printed as plain prose cannot be recognised and stays.
+Messages shown in events and facts (:func:`clean`) get the same redaction when read back, unless the
+bundle's manifest says it was collected with ``--no-redact``.
+
+Nothing below /var/log/pods is followed: a symlink at any level (a pod directory, a container
+directory, ``0.log -> /etc/shadow``) is refused and recorded as an error. A ``.gz`` rotation is read
+up to :data:`GZ_COMPRESSED_LIMIT` compressed and :data:`GZ_READ_LIMIT` decompressed bytes, and the
+time budget (``--time-budget``) is checked before each file.
+
 Bundle layout: ``podlogs/<namespace>_<pod>_<uid>/<container>/<file>`` holds the last
 :data:`TAIL_LIMIT` bytes of each file (``.gz`` rotations decompressed, stored without ``.gz``).
 """
@@ -26,6 +40,8 @@ import gzip
 import json
 import os
 import re
+import stat
+import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,6 +59,8 @@ PREFIX = "podlogs"
 TAIL_LIMIT = 1 << 20            #: bytes kept from the end of each log file
 SCAN_LIMIT = 64 << 10           #: bytes of a non-GPU container's current log scanned for errors
 GZ_READ_LIMIT = 64 << 20        #: decompressed bytes read from one .gz before giving up
+GZ_COMPRESSED_LIMIT = 64 << 20  #: compressed bytes read from one .gz (a file of empty gzip members)
+GZ_TIME_LIMIT_S = 10.0          #: seconds spent on one .gz (millions of empty members are slow to walk)
 PARTIAL_LIMIT = 64 << 10        #: bytes of one P-joined line kept
 MAX_FILES = 10                  #: newest files kept per container
 MAX_SCANS = 5                   #: current files (one per restart) scanned per unknown container
@@ -80,7 +98,7 @@ def acquire(ctx: CollectContext) -> None:
         return
     for pod_dir in pod_dirs[:MAX_POD_DIRS]:
         ident = split_pod_dir(pod_dir)
-        if ident is None:
+        if ident is None or _symlink_refused(ctx, f"{PODS_DIR}/{pod_dir}"):
             continue
         try:
             containers = hostfs.listdir(ctx.root, f"{PODS_DIR}/{pod_dir}")
@@ -91,23 +109,53 @@ def acquire(ctx: CollectContext) -> None:
             if cname in (".", ".."):
                 continue
             base = f"{PODS_DIR}/{pod_dir}/{cname}"
+            if _symlink_refused(ctx, base):
+                continue
             try:
-                files = sorted((n for n in hostfs.listdir(ctx.root, base) if LOG_NAME.match(n)), key=order_key)
+                files = sorted((n for n in hostfs.listdir(ctx.root, base) if LOG_NAME.match(n)
+                                and not _symlink_refused(ctx, f"{base}/{n}")), key=order_key)
             except OSError:
                 continue
             if not files:
                 continue
+            if ctx.expired():
+                ctx.writer.record(Artifact(None, PODS_DIR, Status.TRUNCATED, "tail",
+                                           notes=("truncated: the time budget ran out; the remaining pod logs "
+                                                  f"from {base} on were not read",)))
+                return
             current = [n for n in files if n.endswith(".log")][-MAX_SCANS:]
             if not ((ident[0], ident[1], cname) in gpu or _named_gpu(ident[1], cname)
                     or any(_tail_has_error(ctx, f"{base}/{n}") for n in current)):
                 continue
             for name in files[-MAX_FILES:]:
+                if ctx.expired():
+                    ctx.writer.record(Artifact(None, f"{base}/{name}", Status.TRUNCATED, "tail",
+                                               notes=("truncated: the time budget ran out before this file",)))
+                    return
                 _copy_tail(ctx, f"{base}/{name}", f"{PREFIX}/{pod_dir}/{cname}/{name.removesuffix('.gz')}",
                            name.endswith(".gz"))
             if len(files) > MAX_FILES:
                 ctx.writer.record(Artifact(None, base, Status.TRUNCATED, "tail",
                                            notes=(f"truncated: only the newest {MAX_FILES} of {len(files)} "
                                                   "log files were taken",)))
+
+
+def _symlink_refused(ctx, path: str) -> bool:
+    """True when ``path`` (below :data:`PODS_DIR`) or a directory between it and PODS_DIR is a symlink;
+    recorded as an error artifact. The kubelet writes plain directories and files there, so a link
+    (``0.log -> /etc/shadow``, a pod directory linked to /etc) is refused, never followed."""
+    cur = hostfs.resolve(ctx.root, PODS_DIR)
+    for part in path[len(PODS_DIR):].strip("/").split("/"):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError:
+            return False  # missing or unreadable: the read that follows reports it
+        if stat.S_ISLNK(st.st_mode):
+            ctx.writer.record(Artifact(None, path, Status.ERROR, "tail",
+                                       message="symlink refused: nothing below /var/log/pods is followed"))
+            return True
+    return False
 
 
 def split_pod_dir(name: str) -> tuple[str, str, str] | None:
@@ -166,7 +214,7 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
     notes: list[str] = []
     with f:
         try:
-            data, start, total, problem = _gz_tail(f) if gz else _plain_tail(f)
+            data, start, total, problem = _gz_tail(f, getattr(ctx, "deadline", None)) if gz else _plain_tail(f)
         except OSError as e:
             ctx.writer.record(from_oserror(source, "tail", e))
             return
@@ -179,8 +227,19 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
         notes.append("decompressed from the .gz rotation")
     if problem:
         notes.append(f"truncated: {problem}")
+    if getattr(ctx, "redact", True):
+        data = redact_log(data)
+        notes.append("credentials redacted: URL credentials, Bearer/Basic values, NAME=X for credential names")
     with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:
         fh.write(data)
+
+
+def redact_log(data: bytes) -> bytes:
+    """Log bytes with the credentials :func:`containers_parse.redact_text` recognises replaced (URL
+    credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``); every other byte, valid UTF-8
+    or not, is kept as it was. Linear in ``len(data)``; raises nothing."""
+    text = data.decode("utf-8", "surrogateescape")
+    return cp.redact_text(text, p_flag=False).encode("utf-8", "surrogateescape")
 
 
 def _plain_tail(f) -> tuple[bytes, int, int, str | None]:
@@ -190,8 +249,31 @@ def _plain_tail(f) -> tuple[bytes, int, int, str | None]:
     return f.read(TAIL_LIMIT), start, size, None
 
 
-def _gz_tail(f) -> tuple[bytes, int, int, str | None]:
+class _Capped:
+    """A file's ``read`` that stops after ``limit`` bytes or at ``until`` (``time.monotonic()``);
+    ``hit`` names the bound that stopped it."""
+
+    mode = "rb"
+
+    def __init__(self, f, limit: int, until: float | None = None):
+        self.f, self.left, self.until, self.hit = f, limit, until, None
+
+    def read(self, n: int = -1) -> bytes:
+        if self.left <= 0:
+            self.hit = f"stopped after reading {GZ_COMPRESSED_LIMIT} compressed bytes"
+            return b""
+        if self.until is not None and time.monotonic() >= self.until:
+            self.hit = "stopped: the time allowed for this file (or the run's time budget) ran out"
+            return b""
+        data = self.f.read(self.left if n is None or n < 0 or n > self.left else n)
+        self.left -= len(data)
+        return data
+
+
+def _gz_tail(f, deadline: float | None = None) -> tuple[bytes, int, int, str | None]:
     buf, total, problem = bytearray(), 0, None
+    until = time.monotonic() + GZ_TIME_LIMIT_S
+    f = _Capped(f, GZ_COMPRESSED_LIMIT, until if deadline is None else min(until, deadline))
     try:
         with gzip.GzipFile(fileobj=f) as z:
             while True:
@@ -206,7 +288,9 @@ def _gz_tail(f) -> tuple[bytes, int, int, str | None]:
                     problem = f"decompression stopped after {GZ_READ_LIMIT} bytes"
                     break
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        problem = f"not a complete gzip stream after {total} decompressed bytes ({e})"
+        problem = f.hit or f"not a complete gzip stream after {total} decompressed bytes ({e})"
+    if f.hit and problem is None:
+        problem = f.hit
     data = bytes(buf[-TAIL_LIMIT:])
     return data, total - len(data), total, problem
 
@@ -274,10 +358,13 @@ def error_signature(message: bytes) -> str | None:
     return None
 
 
-def clean(message: bytes, cap: int = MESSAGE_CAP) -> str:
-    """Hostile log text as inert data: UTF-8 with replacement, control characters escaped
-    (``\\x1b``), at most ``cap`` characters (``…`` marks a cut)."""
+def clean(message: bytes, cap: int = MESSAGE_CAP, redact: bool = True) -> str:
+    """Hostile log text as inert data: UTF-8 with replacement, credentials redacted (the policy of the
+    module docstring; ``redact=False`` for a bundle collected with ``--no-redact``), control characters
+    escaped (``\\x1b``), at most ``cap`` characters (``…`` marks a cut)."""
     text = message.decode("utf-8", "replace")
+    if redact:
+        text = cp.redact_text(text[: 4 * cap + 4096], p_flag=False)  # as redact_log does for the stored bytes
     text = "".join(c if (c == "\t" or (ord(c) >= 32 and not 0x7f <= ord(c) <= 0x9f)) else f"\\x{ord(c):02x}"
                    for c in text[: cap + 1])
     return text[:cap] + "…" if len(text) > cap else text
@@ -299,6 +386,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     line}`` or ``None``). Raises nothing for bad content.
     """
     reading = Reading()
+    # shown messages are redacted like the stored bytes, unless the bundle was made with --no-redact
+    redact = (bundle.manifest.get("redaction") or {}).get("enabled", True) is not False
     groups: dict[tuple, list] = {}
     for art in bundle.find(PREFIX + "/"):
         parts = art.path.split("/")
@@ -334,25 +423,28 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
             sig = error_signature(first_err.message)
             reading.events.append(_event(first_err, "container.log-error",
                                          f"{ns}/{pod} {cname}: first NVML/CUDA error ({sig})",
-                                         {**attrs, "signature": sig}))
+                                         {**attrs, "signature": sig}, redact))
             if healthy:
                 reading.events.append(_event(healthy, "container.log-healthy",
-                                             f"{ns}/{pod} {cname}: last clean log line before the first error", attrs))
+                                             f"{ns}/{pod} {cname}: last clean log line before the first error", attrs,
+                                             redact))
         facts.append({"namespace": ns, "pod": pod, "container": cname, "restart": restart,
                       "exporter": "dcgm-exporter" in f"{pod}/{cname}", "truncated": truncated,
-                      "files": [a.path for a in arts], "first_error": _fact(first_err),
-                      "last_healthy": _fact(healthy if first_err else None), "last_line": _fact(last)})
+                      "files": [a.path for a in arts], "first_error": _fact(first_err, redact),
+                      "last_healthy": _fact(healthy if first_err else None, redact),
+                      "last_line": _fact(last, redact)})
     reading.facts["podlogs"] = facts
     return reading
 
 
-def _event(ll: LogLine, kind: str, summary: str, attrs: dict) -> Event:
-    return Event(ll.at, "podlogs", kind, summary, {**attrs, "message": clean(ll.message), "stream": ll.stream},
+def _event(ll: LogLine, kind: str, summary: str, attrs: dict, redact: bool = True) -> Event:
+    return Event(ll.at, "podlogs", kind, summary,
+                 {**attrs, "message": clean(ll.message, redact=redact), "stream": ll.stream},
                  {"artifact": ll.artifact, "line": ll.line})
 
 
-def _fact(ll: LogLine | None) -> dict | None:
+def _fact(ll: LogLine | None, redact: bool = True) -> dict | None:
     if ll is None:
         return None
-    return {"at": ll.at.isoformat().replace("+00:00", "Z"), "message": clean(ll.message),
+    return {"at": ll.at.isoformat().replace("+00:00", "Z"), "message": clean(ll.message, redact=redact),
             "artifact": ll.artifact, "line": ll.line, "stream": ll.stream}

@@ -35,6 +35,7 @@ import stat
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
@@ -42,8 +43,12 @@ from forensics.artifact import Artifact, Status, from_oserror
 NVIDIA_MAJOR = 195            #: Documentation/admin-guide/devices.txt
 TIMEOUT_S = 5.0               #: per container
 CLONE_NEWNS = 0x00020000
-MAX_DEV_ENTRIES = 4096        #: directory entries scanned per /dev directory
+MAX_DEV_ENTRIES = 4096        #: matching entries kept per /dev directory
+MAX_DEV_SEEN = 1_000_000      #: directory entries looked at per /dev directory (junk does not hide GPUs)
 GPU_DIRS = ("nvidia-caps", "dri")  #: /dev subdirectories listed (one level, never recursed)
+#: names lstat'ed directly before the directory is scanned, so that no amount of other entries hides them
+WELL_KNOWN = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset",
+              *(f"nvidia{i}" for i in range(64)), *GPU_DIRS)
 
 _CHILD = r'''
 import ctypes, errno, json, os, stat, sys
@@ -118,7 +123,8 @@ def nvidia_majors(root: str | os.PathLike) -> set[int]:
 
 
 # -- what the container sees in /dev (lstat only) --------------------------------------------------
-def list_dev(root: str | os.PathLike, pid: int) -> tuple[list[dict], list[tuple[str, str]], list[Artifact]]:
+def list_dev(root: str | os.PathLike, pid: int,
+             deadline: float | None = None) -> tuple[list[dict], list[tuple[str, str]], list[Artifact]]:
     """The GPU entries of the container's /dev, read with lstat only: ``/dev/nvidia*``,
     ``/dev/nvidia-caps/*`` and ``/dev/dri/*``, through ``<root>/proc/<pid>/root``.
 
@@ -129,8 +135,11 @@ def list_dev(root: str | os.PathLike, pid: int) -> tuple[list[dict], list[tuple[
     could not be read. /proc/<pid>/root is the kernel's magic link to the container's root and is
     followed on purpose; everything below it is opened relative to a directory descriptor with
     ``O_NOFOLLOW``, so a /dev, /dev/nvidia-caps or /dev/dri that is a symlink is recorded as one and
-    never entered. Directories are listed one level deep, never recursed, at most
-    :data:`MAX_DEV_ENTRIES` entries each. Never raises ``OSError``.
+    never entered. Directories are listed one level deep, never recursed: the names of
+    :data:`WELL_KNOWN` are lstat'ed directly first, then up to :data:`MAX_DEV_SEEN` entries are looked at
+    (until ``deadline``, a ``time.monotonic()`` value, passes) and at most :data:`MAX_DEV_ENTRIES`
+    matching ones kept, so junk in /dev cannot hide the GPU nodes. Directories are opened with
+    ``O_NOATIME`` (as root), so listing them leaves their atime alone. Never raises ``OSError``.
     """
     entries: list[dict] = []
     raw: list[tuple[str, str]] = []
@@ -149,12 +158,13 @@ def list_dev(root: str | os.PathLike, pid: int) -> tuple[list[dict], list[tuple[
             entries.append(_entry(root_fd, "dev", "/dev"))
             return entries, raw, problems
         try:
-            for name in _scan(dev_fd, source, lambda n: n.startswith("nvidia") or n in GPU_DIRS, problems):
+            for name in _scan(dev_fd, source, lambda n: n.startswith("nvidia") or n in GPU_DIRS, problems,
+                              WELL_KNOWN, deadline):
                 e = _entry(dev_fd, name, "/dev/" + _display(name))
                 entries.append(e)
                 raw.append((e["path"], "/dev/" + name))
                 if name in GPU_DIRS and e["kind"] == "dir":
-                    _subdir(dev_fd, name, entries, raw, problems)
+                    _subdir(dev_fd, name, entries, raw, problems, deadline)
         finally:
             os.close(dev_fd)
     except OSError as e:
@@ -179,27 +189,47 @@ def _display(name: str) -> str:
 
 
 def _entry(dir_fd: int, name: str, shown: str) -> dict:
+    """One lstat'ed entry; ``ctime`` (ISO UTC) tells when the node was made or last changed, so that a
+    node made inside the container after its creation can be told from one the runtime made. Reading a
+    symlink's text updates the link's atime: unavoidable (readlinkat has no O_NOATIME)."""
     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     kind = _kind(st.st_mode)
     dev = kind in ("c", "b")
     return {"path": shown, "kind": kind, "major": os.major(st.st_rdev) if dev else None,
             "minor": os.minor(st.st_rdev) if dev else None, "mode": f"{stat.S_IMODE(st.st_mode):04o}",
-            "target": _display(os.readlink(name, dir_fd=dir_fd)) if kind == "symlink" else None}
+            "target": _display(os.readlink(name, dir_fd=dir_fd)) if kind == "symlink" else None,
+            "ctime": _iso_ns(st.st_ctime_ns)}
+
+
+def _iso_ns(ns: int) -> str | None:
+    """Nanoseconds since the epoch as ``2026-01-02T03:04:05.123456Z``; ``None`` out of range."""
+    try:
+        at = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc) + timedelta(microseconds=ns % 1_000_000_000 // 1000)
+        return at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _open_dir(name: str, dir_fd: int) -> int:
-    """Open a directory below ``dir_fd`` without following a symlink (ELOOP/ENOTDIR otherwise)."""
-    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+    """Open a directory below ``dir_fd`` without following a symlink (ELOOP/ENOTDIR otherwise); as root
+    with ``O_NOATIME``, so that listing it leaves its atime alone."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    if os.geteuid() == 0 and getattr(os, "O_NOATIME", 0):
+        try:
+            return os.open(name, flags | os.O_NOATIME, dir_fd=dir_fd)
+        except PermissionError:  # root without CAP_FOWNER (a pod that dropped it): list it all the same
+            pass
+    return os.open(name, flags, dir_fd=dir_fd)
 
 
-def _subdir(dev_fd: int, name: str, entries: list, raw: list, problems: list) -> None:
+def _subdir(dev_fd: int, name: str, entries: list, raw: list, problems: list, deadline: float | None = None) -> None:
     try:
         sub_fd = _open_dir(name, dev_fd)
     except OSError as e:
         problems.append(from_oserror(f"/dev/{name}", "lstat", e, ("inside the container",)))
         return
     try:
-        for child in _scan(sub_fd, f"/dev/{name}", lambda n: True, problems):
+        for child in _scan(sub_fd, f"/dev/{name}", lambda n: True, problems, (), deadline):
             e = _entry(sub_fd, child, f"/dev/{_display(name)}/{_display(child)}")
             entries.append(e)
             raw.append((e["path"], f"/dev/{name}/{child}"))
@@ -207,17 +237,34 @@ def _subdir(dev_fd: int, name: str, entries: list, raw: list, problems: list) ->
         os.close(sub_fd)
 
 
-def _scan(fd: int, source: str, want, problems: list) -> list[str]:
-    names, seen = [], 0
+def _scan(fd: int, source: str, want, problems: list, known=(), deadline: float | None = None) -> list[str]:
+    """Names in the directory ``fd`` that ``want`` accepts: the ``known`` names that exist (lstat'ed
+    directly), then those found by reading the directory, which stops after :data:`MAX_DEV_SEEN` entries
+    or at ``deadline``; at most :data:`MAX_DEV_ENTRIES` found names are kept besides the known ones."""
+    names = []
+    for n in known:
+        try:
+            os.stat(n, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        names.append(n)
+    have, found, seen = set(names), 0, 0
     with os.scandir(fd) as it:
         for de in it:
             seen += 1
-            if seen > MAX_DEV_ENTRIES:
-                problems.append(Artifact(None, source, Status.TRUNCATED, "lstat",
-                                         notes=(f"truncated: only the first {MAX_DEV_ENTRIES} entries scanned",)))
+            if seen > MAX_DEV_SEEN or (deadline is not None and seen % 1024 == 0 and time.monotonic() >= deadline):
+                why = (f"only the first {MAX_DEV_SEEN} entries scanned" if seen > MAX_DEV_SEEN
+                       else f"the time budget ran out after {seen - 1} entries")
+                problems.append(Artifact(None, source, Status.TRUNCATED, "lstat", notes=(f"truncated: {why}",)))
                 break
-            if want(de.name):
-                names.append(de.name)
+            if de.name in have or not want(de.name):
+                continue
+            if found >= MAX_DEV_ENTRIES:
+                problems.append(Artifact(None, source, Status.TRUNCATED, "lstat",
+                                         notes=(f"truncated: only {MAX_DEV_ENTRIES} matching entries kept",)))
+                break
+            found += 1
+            names.append(de.name)
     return sorted(names)
 
 

@@ -3,7 +3,10 @@ and nodes, and the runc / systemd / toolkit versions that decide whether a daemo
 
 Bundle layout written by :func:`acquire` (each host file is stored under ``runtime/`` + its host path)::
 
-    runtime/etc/containerd/config.toml          and every file its ``imports`` name, recursively
+    runtime/etc/containerd/config.toml          and every file its ``imports`` name, recursively; unless
+                                                --no-redact, credential values (registry ``password``,
+                                                ``auth``, ``identitytoken``, ``Authorization`` headers...)
+                                                and URL credentials are replaced (:func:`redact_toml`)
     runtime/etc/nvidia-container-runtime/config.toml
     runtime/etc/cdi/*.{json,yaml,yml}           runtime/var/run/cdi/*.{json,yaml,yml}
     runtime/etc/containers/oci/hooks.d/*.json   runtime/usr/share/containers/oci/hooks.d/*.json
@@ -106,12 +109,60 @@ def _acquire_containerd(ctx) -> list[dict]:
         if path in loaded:
             continue
         loaded.add(path)
-        a = ctx.writer.copy(ctx.root, path, "runtime" + path, limit=FILE_LIMIT)
+        a = _copy_redacted(ctx, path, "runtime" + path) if getattr(ctx, "redact", True) else \
+            ctx.writer.copy(ctx.root, path, "runtime" + path, limit=FILE_LIMIT)
         files.append({"source": path, "path": a.path, "imported_by": parent})
         doc = _toml_or_none(ctx.writer.dir, a.path)
         for imp in _str_list((doc or {}).get("imports")):
             pending.extend((p, path) for p in _resolve_import(ctx.root, path, imp))
     return files
+
+
+def _copy_redacted(ctx, path: str, rel: str) -> Artifact:
+    """Store a containerd TOML file through :func:`redact_toml` (registry credentials live in it); the
+    manifest record says so. An unreadable file is recorded as :meth:`BundleWriter.copy` would."""
+    try:
+        with hostfs.open_regular(ctx.root, path) as f:
+            data = f.read(FILE_LIMIT + 1)
+    except OSError as e:
+        return ctx.writer.record(from_oserror(path, "copy-redacted", e))
+    notes = ["credential values (keys holding password, auth, token, secret, key, credential) and URL "
+             "credentials redacted; every other line as on the node"]
+    if len(data) > FILE_LIMIT:
+        data = data[:FILE_LIMIT]
+        notes.append(f"truncated: only the first {FILE_LIMIT} bytes were read")
+    with ctx.writer.create(rel, path, "copy-redacted", notes=notes, text=False) as fh:
+        fh.write(redact_toml(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+    return ctx.writer.artifacts[-1]
+
+
+#: ``key = value`` with a bare, quoted or dotted key (TOML v1.0.0 "Keys")
+_TOML_KEY_PART = r"""(?:[\w\-]+|"[^"\n]*"|'[^'\n]*')"""
+_TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*\s*=\s*)(?P<v>.*?)\s*$")
+
+
+def redact_toml(text: str) -> str:
+    """containerd TOML text with credentials replaced, line by line so that everything else stays as
+    written: the value of a ``key = value`` line whose last key part holds password, passwd, auth,
+    token, secret, key or credential becomes ``"<redacted sha256:XXXXXXXX>"`` (a TOML string, so the
+    file still parses; a plain string's text is what is hashed, so it matches the same value in an
+    env), and ``scheme://user:pass@`` becomes ``scheme://<redacted>@`` anywhere. A multi-line string
+    value is not followed, and keys naming a file (``*_file``, ``*_path``, ``*_dir``: ``tls.key_file``)
+    are kept. Raises nothing."""
+    from .containers_parse import CRED_WORDS, redact_url_credentials, redacted
+    out = []
+    for line in text.split("\n"):
+        m = _TOML_CRED.match(line)
+        key = re.findall(_TOML_KEY_PART, m.group("k"))[-1].strip("\"'").lower() if m else ""
+        named = any(w in key for w in CRED_WORDS) and not key.endswith(("_file", "_path", "_dir"))
+        if m and m.group("v") and named:
+            value = m.group("v")
+            plain = re.fullmatch(r'"([^"\\]*)"|\'([^\']*)\'', value)  # a plain string: hash its text
+            if plain:
+                value = plain.group(1) if plain.group(1) is not None else plain.group(2)
+            line = f'{m.group("k")}"{redacted(value)}"'
+        out.append(redact_url_credentials(line))
+    return "\n".join(out)
 
 
 def _resolve_import(root, parent: str, imp: str) -> list[str]:
@@ -418,9 +469,9 @@ def cdi_spec(data: bytes, source: str) -> dict:
             edits.append((out["devices"][-1], _tab(dev.get("containerEdits"))))
     for name, e in edits:
         for n in [n for n in _list(e.get("deviceNodes")) if isinstance(n, dict)]:
-            out["device_nodes"].append({"device": name, "path": _text(n.get("path")), "hostPath": _text(n.get("hostPath")),
-                                        "type": _text(n.get("type")), "major": _num(n.get("major")),
-                                        "minor": _num(n.get("minor"))})
+            out["device_nodes"].append({"device": name, "path": _text(n.get("path")),
+                                        "hostPath": _text(n.get("hostPath")), "type": _text(n.get("type")),
+                                        "major": _num(n.get("major")), "minor": _num(n.get("minor"))})
         for h in [h for h in _list(e.get("hooks")) if isinstance(h, dict)]:
             out["hooks"].append({"device": name, "hookName": _text(h.get("hookName")), "path": _text(h.get("path")),
                                  "args": [a for a in _list(h.get("args")) if isinstance(a, str)]})
@@ -431,8 +482,10 @@ def cdi_spec(data: bytes, source: str) -> dict:
 
 
 def oci_hook_file(data: bytes, source: str) -> dict:
-    """A CRI-O / podman hooks.d JSON file (oci-hooks(5), version 1.0.0) → ``{"source", "path", "args",
-    "stages", "always", "nvidia": bool (the legacy nvidia-container-runtime-hook), "problems"}``."""
+    """A CRI-O / podman hooks.d JSON file (oci-hooks(5), version 1.0.0) → ``{"source", "path": str|None,
+    "args": [str], "stages": [str], "always", "nvidia": bool (the legacy nvidia-container-runtime-hook),
+    "problems": [str]}``. Any bytes are accepted: a file that is not such JSON gives a problem, never
+    an exception."""
     out = {"source": source, "path": None, "args": [], "stages": [], "always": None, "nvidia": False, "problems": []}
     try:
         doc = json.loads(data)

@@ -7,21 +7,28 @@ JSON"; reports render it and compute nothing of their own.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 
 from .artifact import Status
 from .bundle import Bundle
 from .correlator import correlate, window_text
 from .events import Event, Reading
-from .timeutil import human, iso_z, local_iso
+from .timeutil import human, iso_z, local_iso, parse_iso
 from .verdicts import describe_requester
 
 SCHEMA = "gpu-forensics/analysis/v1"
+#: an event this much later than the collection's end is dated by a clock set into the future
+AFTER_COLLECTION = timedelta(minutes=5)
+#: a journal entry of the running boot this much earlier than its btime was dated before a clock jump
+BEFORE_BOOT = timedelta(seconds=60)
+_CURSOR_BOOT = re.compile(r"(?:^|;)b=([0-9a-fA-F-]{32,36})(?:;|$)")
 
 
 def read_all(bundle: Bundle):
     """Run every collector's ``read`` over the bundle. Returns ``(node facts, events sorted by time,
-    coverage list, merged facts, problems)``. A collector that raises becomes a problem, not a crash."""
+    coverage list, merged facts, problems)``; the events carry the clock flags of
+    :func:`flag_clock_problems`. A collector that raises becomes a problem, not a crash."""
     from collectors import COLLECTORS, node as node_collector
 
     nf = node_collector.facts(bundle)
@@ -41,7 +48,49 @@ def read_all(bundle: Bundle):
     if not nf.systemd_version and facts.get("systemd_version"):
         nf.systemd_version = facts["systemd_version"]
     events.sort(key=lambda e: e.at)
+    flag_clock_problems(events, nf, bundle.manifest.get("collection"))
     return nf, events, coverage, facts, problems
+
+
+def _flag(e: Event, flag: str) -> None:
+    if flag not in e.flags:
+        e.flags = e.flags + (flag,)
+
+
+def flag_clock_problems(events: list[Event], nf, collection: dict | None) -> None:
+    """Flag, in place, events whose time a clock jump makes untrustworthy (Event docstring):
+
+    - ``after-collection``: later than the collection's end (else its start; ISO UTC from the
+      manifest's ``collection``) plus :data:`AFTER_COLLECTION`;
+    - ``before-boot``: a journal event whose cursor's ``b=`` boot ID is the node's running boot
+      (``nf.boot_id``, dashes and case ignored) but dated more than :data:`BEFORE_BOOT` before
+      ``nf.boot_time``;
+    - ``duplicate-time``: every ``journal.reload`` that shares its exact time with another one.
+
+    Events are kept, never dropped or re-dated: the flag tells the reader not to lean on the time.
+    A malformed collection time or a missing boot time only skips that check. Raises nothing.
+    """
+    collection = collection if isinstance(collection, dict) else {}
+    try:
+        collected = parse_iso(collection.get("end") or collection.get("start"))
+    except (ValueError, TypeError, AttributeError):
+        collected = None
+    boot = (nf.boot_id or "").replace("-", "").lower() if isinstance(nf.boot_id, str) else ""
+    reload_times: dict[datetime, list[Event]] = {}
+    for e in events:
+        if collected and e.at > collected + AFTER_COLLECTION:
+            _flag(e, "after-collection")
+        cursor = (e.evidence or {}).get("cursor")
+        m = _CURSOR_BOOT.search(cursor) if isinstance(cursor, str) else None
+        if (boot and nf.boot_time and m and m.group(1).replace("-", "").lower() == boot
+                and e.at < nf.boot_time - BEFORE_BOOT):
+            _flag(e, "before-boot")
+        if e.kind == "journal.reload":
+            reload_times.setdefault(e.at, []).append(e)
+    for same in reload_times.values():
+        if len(same) > 1:
+            for e in same:
+                _flag(e, "duplicate-time")
 
 
 def _timeline_entry(e: Event, tz) -> dict:
@@ -87,8 +136,14 @@ def analyze(bundle: Bundle) -> dict:
         from collectors.containers_parse import ENV_ALLOW
         from .exposure import assess, device_plugin_settings
         containers = facts.get("containers") or []
-        facts["exposure"] = assess(facts.get("runtime") or {}, containers,
-                                   device_plugin_settings(containers, ENV_ALLOW.match))
+        try:
+            facts["exposure"] = assess(facts.get("runtime") or {}, containers,
+                                       device_plugin_settings(containers, ENV_ALLOW.match))
+        except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
+            problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
+            facts["exposure"] = {"assessed": False, "reason": f"the assessment failed ({type(e).__name__}: {e})",
+                                 "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
+                                 "device_list_strategy": None, "pass_device_specs": None, "containers": []}
         preconditions["gpu_outside_spec"] = facts["exposure"].get("gpu_outside_spec")
     broken = [r for r in (facts.get("exposure") or {}).get("containers", []) if r.get("broken")]
     incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metric_incidents"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import sys
 import time
@@ -20,6 +21,24 @@ from typing import Callable
 from .artifact import Artifact, Status
 from .bundle import BundleWriter
 from .timeutil import iso_z
+
+
+#: a URL's query values (presigned upload URLs carry their signature there) and the whole URL shape
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_QUERY_VALUE = re.compile(r"(?P<k>[?&][^=&#\s]+=)[^&#\s]+")
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """The command line as the manifest records it when redaction is on: credentials inside each
+    argument removed (:func:`collectors.containers_parse.redact_text`: URL credentials, Bearer/Basic
+    values, credential ``NAME=X``), and every query value of a URL argument (``--upload-url``'s
+    presigned signature, a ``?token=``) replaced by ``<redacted>``. Raises nothing."""
+    from collectors.containers_parse import redact_text
+    out = []
+    for a in argv:
+        a = redact_text(a, p_flag=False)
+        out.append(_QUERY_VALUE.sub(r"\g<k><redacted>", a) if _URL.match(a) else a)
+    return out
 
 
 @dataclass
@@ -82,14 +101,17 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
 
     ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
     are stored in the manifest so that analysis can be repeated from the bundle alone.
-    ``time_budget`` (seconds) bounds the whole run: collectors check ``ctx.expired()`` and mark what
-    they hold as truncated; a collector not yet started when it is spent is recorded as truncated.
+    ``redact`` (on unless ``--no-redact``) is handed to every collector and also applies to the
+    command line the manifest records (:func:`redact_argv`). ``time_budget`` (seconds) bounds the
+    whole run: collectors check ``ctx.expired()`` and mark what they hold as truncated; a collector
+    not yet started when it is spent is recorded as truncated.
     Returns ``(bundle path, manifest sha256, artifacts)``. Raises ``FileExistsError`` when ``out``
     exists.
     """
     from collectors import COLLECTORS
 
     started = datetime.now(timezone.utc)
+    argv = list(argv if argv is not None else sys.argv)
     writer = BundleWriter(out)
     ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
                          since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url, redact=redact,
@@ -120,12 +142,17 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
         "boot_time": ctx.facts.get("boot_time"),
         "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)),
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
-        "command_line": shlex.join(argv if argv is not None else sys.argv),
+        "command_line": shlex.join(redact_argv(argv) if redact else argv),
         "incidents": incidents or [],
         "redaction": {"enabled": redact,
-                      "what": "container env values outside NVIDIA_*/CUDA_*/PATH/HOSTNAME/HOME/KUBERNETES_SERVICE_*, "
-                              "credential-like annotations and args, credentials in URLs, auth headers and tokens "
-                              "(never stored)" if redact else "nothing: --no-redact was given"},
+                      "what": "container env values outside NVIDIA_*/CUDA_*/PATH/HOSTNAME/HOME/KUBERNETES_SERVICE_* "
+                              "and of credential-named variables, annotation values other than the Kubernetes pod "
+                              "identity and cdi.k8s.io/*, credential-like args (--password X, -p X, NAME=X), "
+                              "credentials in URLs, auth headers (Bearer/Basic) and tokens in args "
+                              "(never stored); in pod logs, journal entries and this command line: URL credentials, "
+                              "Bearer/Basic values and credential NAME=X values (logs are otherwise kept as written); "
+                              "in containerd's config.toml: credential values (registry auth) and URL credentials"
+                              if redact else "nothing: --no-redact was given"},
         "options": {"probe": probe, "kube": kube, "kubeconfig": kubeconfig, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
                     "prometheus": redact_url(prometheus) if prometheus else None,
                     "dcgm_url": redact_url(dcgm_url) if dcgm_url else None},

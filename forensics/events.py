@@ -46,7 +46,17 @@ class Event:
     ``at`` is UTC; ``source`` names the evidence source (``journal``, ``dpkg``, ``apt``,
     ``unattended-upgrades``, ``incident``); ``evidence`` points back into the bundle:
     ``{"artifact": REL, "line": N}`` or ``{"artifact": REL, "cursor": CURSOR}``. ``flags`` holds
-    reading problems that lower trust in the time (``dst-fold``, ``dst-gap``, ``out-of-order``).
+    reading problems that lower trust in the event or its time:
+
+    - set by the source's reader: ``dst-fold`` (a zone-less wall time that occurred twice; the first
+      is taken), ``dst-gap`` (one that never occurred; shifted forward), ``out-of-order`` (earlier than a
+      line above it in the same log), ``unparsed`` (a dated dpkg.log line of no known grammar),
+      ``interrupted`` (an apt stanza with no End-Date);
+    - set by :func:`forensics.analysis.flag_clock_problems` once every source is read:
+      ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
+      future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more
+      than 60 s before that boot's ``/proc/stat`` btime: the clock jumped after it was written),
+      ``duplicate-time`` (two ``journal.reload`` events with the very same time).
     """
 
     at: datetime

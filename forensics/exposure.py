@@ -15,6 +15,8 @@ import fnmatch
 import json
 import re
 
+from .timeutil import parse_iso
+
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
 NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
 CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
@@ -86,9 +88,13 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
     "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",
     "namespace", "container_name", "gpu_injection": spec|cdi|hook|none, "at_risk", "broken", "probe",
-    "probe_detail", "devices", "not_reapplied", "dev_char_missing", "cgroup_driver", "reason"}],
+    "probe_detail", "devices", "not_reapplied", "dev_char_missing", "cgroup_driver", "made_inside", "reason"}],
     "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
     Raises nothing for missing keys.
+
+    Only device nodes the runtime gave a container (:func:`_given`) are evidence: a node in its /dev that
+    it was not given (it can mknod one: CAP_MKNOD is in the default set) never makes it broken or at
+    risk, and ``made_inside`` lists /dev entries changed after the container was created.
     """
     runtime = runtime or {}
     dp = device_plugin or {}
@@ -158,8 +164,14 @@ def _container(c: dict, ctx: _Context) -> dict:
                  and str(nvd).strip().lower() not in ("", "void", "none"))
     hooks = c.get("hooks") or {}
     # In legacy mode with nvidia as the default runtime every container gets the prestart hook, pause
-    # and CPU-only containers too; the hook injects a GPU only where one was asked for or is present.
-    legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or []) and (requested or bool(inside))
+    # and CPU-only containers too; the hook injects a GPU only where one was asked for: the variable set,
+    # or unset in a legacy CUDA image (CUDA_VERSION set: the hook's default is "all"). With the variable
+    # unset, GPU nodes in its /dev say nothing (a container can mknod them itself) unless its value is
+    # unknown (redacted) or the image is such a legacy CUDA image.
+    unknown = nvd is not None and bool(_REDACTED.match(str(nvd)))
+    legacy_default = nvd is None and env.get("CUDA_VERSION") is not None
+    legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or []) and (
+        requested or (bool(inside) and (unknown or legacy_default)))
     cdi_hook = any(n in CDI_HOOKS for k in ("createContainer", "createRuntime") for h in hooks.get(k) or []
                    for n in _hook_names(h))
     cdi_ann = any(str(k).startswith("cdi.k8s.io/") for k in c.get("annotations") or {})
@@ -171,15 +183,32 @@ def _container(c: dict, ctx: _Context) -> dict:
         inj = "hook"
     else:
         inj = "spec" if spec else "none"
-    used = inside or spec or (_from_env(str(nvd), ctx) if requested and inj != "none" else [])
+    # only the nodes the runtime gave the container are evidence of its access (P1: a container without
+    # a GPU can mknod /dev/nvidiactl itself, and the device cgroup rightly denies it)
+    selection = (str(nvd) if requested else "all" if legacy_default else None if not unknown else "?")
+    gave = _given(inj, spec, inj == "hook" or legacy, selection, ctx)
+    made = _made_inside(c)  # after the runtime created the container: not the runtime's doing either
+    inside_all = inside
+    inside = [u for u in inside_all if gave(*u) and u[2] not in made]
+    foreign = [u for u in inside_all if u not in inside and u[2] not in made]
+    used = inside or [u for u in spec if gave(*u)] or (
+        _from_env(selection, ctx) if selection not in (None, "?") and inj != "none" else [])
     cg = c.get("cgroup") or {}
     driver = cg.get("driver") or {True: "systemd", False: "cgroupfs"}.get(ctx.runtime.get("systemd_cgroup"))
     row = {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
            "container_name": c.get("container_name"), "gpu_injection": inj, "at_risk": False, "broken": False,
            "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in used]), "probe_detail": c.get("probe") or {},
            "devices": [f"{p} ({M}:{m})" for M, m, p in used], "not_reapplied": [], "dev_char_missing": [],
-           "cgroup_driver": driver}
+           "cgroup_driver": driver, "made_inside": []}
     reasons = [_how(inj, legacy, requested, nvd)]
+    if foreign:
+        reasons.append(f"{', '.join(f'{p} ({M}:{m})' for M, m, p in foreign)} in its /dev "
+                       f"{'was' if len(foreign) == 1 else 'were'} not given by the runtime, so "
+                       f"{'its' if len(foreign) == 1 else 'their'} access is no evidence")
+    if made:
+        row["made_inside"] = made
+        reasons.append(f"{', '.join(made)} {'was' if len(made) == 1 else 'were'} made inside the container "
+                       "(changed after the runtime created it), so no evidence of what the runtime gave")
     if used and driver == "systemd":
         _reload_risk(row, reasons, c, used, spec, ctx)
     elif used and driver == "cgroupfs":
@@ -243,6 +272,60 @@ def _hook_names(h: dict) -> set[str]:
     return {str(x).rsplit("/", 1)[-1] for x in [h.get("path") or "", *(args[:1])]}
 
 
+def _given(inj: str, spec: list[tuple], hooked: bool, selection: str | None, ctx: _Context):
+    """A predicate ``(major, minor, path) -> bool``: whether the runtime gave the container that node.
+
+    Given are the NVIDIA entries of ``linux.devices`` (spec and CDI injection) and, when the GPU came by
+    the hook or NVIDIA_VISIBLE_DEVICES (``hooked``), the nodes ``selection`` picks: the control nodes
+    (nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/*) and /dev/nvidiaN for each
+    index; every NVIDIA node for "all" when the host's nodes are unknown, for UUIDs, MIG specs and an
+    unknown (redacted, ``"?"``) value. Nothing is given when ``inj`` is "none". The device cgroup judges
+    a node by major:minor, so a node matches by its numbers (by path only where the spec has none)."""
+    if inj == "none":
+        return lambda M, m, p: False
+    pairs = {(M, m) for M, m, _ in spec if M is not None}
+    paths = {p for M, _, p in spec if M is None and p}
+    majors: set = set()
+    sel = (selection or "").strip().lower()
+    if hooked and selection is not None and sel not in ("", "void"):
+        uvm = ctx.proc_devices.get("nvidia-uvm")
+        pairs |= {(NVIDIA_MAJOR, 255), (NVIDIA_MAJOR, 254)} | ({(uvm, 0), (uvm, 1)} if uvm is not None else set())
+        majors |= {v for k, v in ctx.proc_devices.items() if k.startswith("nvidia-caps")}
+        control = ("/dev/nvidiactl", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+        pick = set()
+        gpus = {p: d for p, d in ctx.host.items() if re.fullmatch(r"/dev/nvidia[0-9]+", p)}
+        idx = [i.strip() for i in sel.split(",")]
+        if sel == "none":
+            pass
+        elif sel == "all" and gpus:
+            pick |= set(gpus)
+        elif all(re.fullmatch(r"[0-9]{1,4}", i) for i in idx):
+            pick |= {f"/dev/nvidia{int(i)}" for i in idx}
+            pairs |= {(NVIDIA_MAJOR, int(i)) for i in idx}
+        else:  # all with the host unknown, UUIDs, MIG, unknown: every NVIDIA node
+            majors |= set(ctx.majors)
+        pairs |= {(d.get("major"), d.get("minor")) for p, d in ctx.host.items()
+                  if p in control or p in pick or p.startswith("/dev/nvidia-caps/")}
+    return lambda M, m, p: ((M, m) in pairs or M in majors) if M is not None else p in paths
+
+
+def _made_inside(c: dict) -> list[str]:
+    """/dev entries whose ctime is later than the container's creation (runc's ``created``, taken after
+    the prestart hooks ran): made (or changed) by something inside the container, not by the runtime."""
+    try:
+        created = parse_iso(str(c.get("created")))
+    except (ValueError, OverflowError):
+        return []
+    out = []
+    for e in c.get("dev_entries") or []:
+        try:
+            if e.get("ctime") and parse_iso(str(e["ctime"])) > created:
+                out.append(str(e.get("path")))
+        except (ValueError, OverflowError):
+            continue
+    return out
+
+
 def _from_env(nvd: str, ctx: _Context) -> list[tuple]:
     """Devices a container uses when only NVIDIA_VISIBLE_DEVICES says so: nvidiactl, nvidia-uvm, and
     /dev/nvidiaN for "all" or indices (a UUID's minor is not known from the env)."""
@@ -253,7 +336,9 @@ def _from_env(nvd: str, ctx: _Context) -> list[tuple]:
     if nvd.strip().lower() == "all":
         out += [(d["major"], d["minor"], p) for p, d in sorted(ctx.host.items()) if re.fullmatch(r"/dev/nvidia\d+", p)]
     else:
-        out += [(NVIDIA_MAJOR, int(i), f"/dev/nvidia{i}") for i in nvd.split(",") if i.strip().isdigit()]
+        # ASCII digits only, at most 4 (isdigit() accepts "²", and int() of 5000 digits raises)
+        idx = [i.strip() for i in nvd.split(",")]
+        out += [(NVIDIA_MAJOR, int(i), f"/dev/nvidia{int(i)}") for i in idx if re.fullmatch(r"[0-9]{1,4}", i)]
     return out
 
 
@@ -298,7 +383,9 @@ def _dropin_allows(drop_in: dict, dev: tuple, ctx: _Context) -> bool:
 
 
 def _probe_summary(probe: dict, paths: list[str]) -> str:
-    vals = [v for p, v in probe.items() if p in paths] or list(probe.values()) or ["not-run"]
+    """The worst probe result among the nodes the container was given (``paths``); results for nodes it
+    was not given (made inside it) stay in ``probe_detail`` only."""
+    vals = [v for p, v in probe.items() if p in paths] or ["not-run"]
     return min(vals, key=lambda v: PROBE_ORDER.index(v) if v in PROBE_ORDER else 0.5)
 
 

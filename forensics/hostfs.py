@@ -5,7 +5,10 @@ system belongs to whoever built the image). Every path is therefore resolved com
 the way the kernel would resolve it after ``chroot(root)``: absolute symlink targets restart at
 ``root``, ``..`` never climbs above ``root``, and the final file is opened with ``O_NOFOLLOW`` and
 ``O_NONBLOCK`` and checked with ``fstat`` to be a regular file, so a FIFO or a device named like a
-log never blocks the collector. Nothing here writes, creates or changes anything on the host.
+log never blocks the collector. Nothing here writes, creates or changes anything on the host: files
+and directories are opened with ``O_NOATIME`` when running as root, so not even their atime moves;
+the one exception is a symlink met on the way, whose atime the kernel updates when its target is read
+(readlink has no O_NOATIME; unavoidable).
 """
 from __future__ import annotations
 
@@ -105,8 +108,26 @@ def _kind(mode: int) -> str:
 
 
 def listdir(root: str | os.PathLike, path: str) -> list[str]:
-    """Sorted names in the directory at ``path`` under ``root``. Raises ``OSError``."""
-    return sorted(os.listdir(resolve(root, path)))
+    """Sorted names in the directory at ``path`` under ``root``. Raises ``OSError``.
+
+    The directory is opened (after :func:`resolve`) with ``O_DIRECTORY|O_NOFOLLOW``, so a final
+    component swapped for a symlink in between is refused (ELOOP/ENOTDIR), and as root with
+    ``O_NOATIME``, so that listing it leaves its atime alone; the names are read from that descriptor.
+    (Resolving a symlink on the way, like any readlink, updates the link's own atime: unavoidable.)"""
+    real = resolve(root, path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = None
+    if os.geteuid() == 0 and getattr(os, "O_NOATIME", 0):
+        try:
+            fd = os.open(real, flags | os.O_NOATIME)
+        except PermissionError:  # root without CAP_FOWNER: list it all the same
+            fd = None
+    if fd is None:
+        fd = os.open(real, flags)
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
 
 
 def exists(root: str | os.PathLike, path: str) -> bool:

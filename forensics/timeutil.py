@@ -43,13 +43,17 @@ def localize(naive: datetime, zone: tzinfo) -> tuple[datetime, tuple[str, ...]]:
 def parse_iso(text: str) -> datetime:
     """Parse ISO 8601 text that carries an offset (or ``Z``) into UTC.
 
-    Raises ``ValueError`` for unparsable text or a time without a zone: a time given on the
-    command line must say which zone it is in.
+    Raises ``ValueError`` for unparsable text, a time without a zone (a time given on the command
+    line must say which zone it is in), or one that leaves the years 1..9999 once in UTC
+    (``9999-12-31T23:59-01:00``).
     """
     dt = _dparser.isoparse(text.strip())
     if dt.tzinfo is None:
         raise ValueError(f"time {text!r} has no UTC offset; write e.g. 2026-07-11T12:34+09:00")
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"time {text!r} is out of range once converted to UTC") from None
 
 
 def iso_z(dt: datetime | None) -> str | None:

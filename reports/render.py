@@ -7,6 +7,7 @@ command lines) is shown as text, never run.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +22,21 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                           trim_blocks=True, lstrip_blocks=True)
 _MD_ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=False,
                              trim_blocks=True, lstrip_blocks=True)
+_MD_SPECIAL = re.compile(r"([\\<>\[\]|`])")
+_LINE_BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
+
+
+def md(value) -> str:
+    """Evidence text made inert in Markdown (autoescape is off for report.md): a backslash, ``<``,
+    ``>``, ``[``, ``]``, ``|`` and backticks are escaped with a backslash, so no HTML tag, link, table
+    cell or code span can be opened from the evidence, and line breaks become spaces, so no heading,
+    list or block can be started. ``None`` becomes the empty string."""
+    if value is None:
+        return ""
+    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(value)))
+
+
+_MD_ENV.filters["md"] = md
 #: dpkg actions are shown only this close to an incident window; the JSON keeps all of them
 NEAR = timedelta(hours=1)
 
