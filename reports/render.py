@@ -63,9 +63,21 @@ def html(a: dict) -> str:
                                                        chart=markupsafe.Markup(timeline_svg(a)))
 
 
+#: ticket bodies beyond this are cut (Jira and GitHub comments read best short); report.html has all
+MD_LIMIT = 4000
+
+
 def markdown(a: dict) -> str:
-    """Paste-ready Markdown for a Jira or GitHub ticket."""
-    return _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
+    """Paste-ready Markdown for a Jira or GitHub ticket, under :data:`MD_LIMIT` characters: when the
+    node has many incidents or containers the middle is cut, and the last line (the bundle's name and
+    manifest SHA-256) is always kept."""
+    text = _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
+    if len(text) < MD_LIMIT:
+        return text
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    note = "\n\n(cut to fit a ticket; report.html holds everything)\n\n"
+    keep = MD_LIMIT - len(last) - len(note) - 2
+    return body[:keep].rsplit("\n", 1)[0] + note + last + "\n"
 
 
 def to_json(a: dict) -> str:

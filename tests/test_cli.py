@@ -62,3 +62,29 @@ def test_incident_with_offsets_is_stored_in_utc():
     assert parse_incident("2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july") == {
         "start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z", "label": "july",
         "text": "2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july"}
+
+
+def test_probe_without_root_is_a_one_line_error(tmp_path, capsys):
+    from privdrop import run_as_nobody
+    import tempfile, os
+    d = tempfile.mkdtemp(dir="/tmp")
+    os.chmod(d, 0o777)
+
+    def child():
+        import io, contextlib
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["collect", "--root", "/", "--probe", "--out", d + "/b"])
+        return rc, err.getvalue()
+    rc, err = run_as_nobody(child)
+    assert rc == 2 and err.startswith("gpu-forensics: error: --probe needs root") and "Traceback" not in err
+
+
+def test_version_and_help_with_example(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("gpu-forensics 0.1.0")
+    for cmd in ("collect", "analyze", "run", "timeline", "verify", "demo", "fleet", "drill"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        assert "example:" in capsys.readouterr().out, cmd

@@ -90,3 +90,33 @@ def test_demo_metrics_retention_gap_and_alert_audit(demo):
     rules = out / "gpu-alerts.rules.yml"
     r = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS: 3 rules found" in r.stdout
+
+
+def test_report_md_is_paste_ready_under_4000_characters(demo):
+    out, a = demo
+    md = (out / "report.md").read_text()
+    assert len(md) < 4000
+    assert md.count("\n- Incident ") == len(a["verdicts"])
+    assert "| I1 " in md and "**inferred**" in md and "**confirmed**" in md
+
+
+def test_timesketch_export_has_the_columns_timesketch_imports(demo, capsys):
+    import json as _json
+    out, _a = demo
+    bundle = next(p for p in out.iterdir() if p.name.startswith("bundle-") and p.is_dir())
+    capsys.readouterr()
+    assert main(["timeline", str(bundle), "--format", "timesketch"]) == 0
+    rows = [_json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert all({"message", "datetime", "timestamp_desc", "timestamp"} <= r.keys() for r in rows)
+    reload = next(r for r in rows if r["data_type"] == "gpu_forensics:journal.reload")
+    assert reload["datetime"].startswith("2026-09-02T04:05:13") and reload["timestamp_desc"] == "Reload Requested Time"
+    assert reload["timestamp"] == 1788321913211000
+
+
+def test_report_md_of_a_big_node_is_cut_but_keeps_the_bundle_hash(demo):
+    from reports import render
+    _out, a = demo
+    big = dict(a, exposure=dict(a["exposure"], containers=a["exposure"]["containers"] * 200))
+    md = render.markdown(big)
+    assert len(md) < render.MD_LIMIT and "cut to fit a ticket" in md
+    assert md.rstrip().endswith(f"`{a['bundle']['manifest_sha256']}`.")
