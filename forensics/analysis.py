@@ -126,8 +126,29 @@ def verdict_sentence(inc, cause, tz) -> str:
     return f"{head}{name} is UNDETERMINED: {cause.reason}"
 
 
-def analyze(bundle: Bundle) -> dict:
-    """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``)."""
+#: context kinds kept in ``timeline[]`` only near an incident window (the correlator sees all of them;
+#: ``gpu-forensics timeline`` prints all of them): one dpkg.log line each would swamp the JSON
+CONTEXT_KINDS = ("package.dpkg-action", "journal.requester", "journal.reload-finished")
+CONTEXT_MARGIN = timedelta(hours=1)
+
+
+def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[list[dict], dict]:
+    """Timeline entries, and ``{kind: count}`` of context events left out (none when ``full``)."""
+    windows = [(i.start - CONTEXT_MARGIN, i.end + CONTEXT_MARGIN) for i in incidents]
+    out, omitted = [], {}
+    for e in events:
+        if not full and e.kind in CONTEXT_KINDS and not any(lo <= e.at <= hi for lo, hi in windows):
+            omitted[e.kind] = omitted.get(e.kind, 0) + 1
+            continue
+        out.append(_timeline_entry(e, tz))
+    return out, omitted
+
+
+def analyze(bundle: Bundle, full_timeline: bool = False) -> dict:
+    """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``).
+
+    ``timeline[]`` holds every event except the context kinds in :data:`CONTEXT_KINDS` far from any
+    incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all."""
     nf, events, coverage, facts, problems = read_all(bundle)
     m = bundle.manifest
     preconditions = {"systemd_cgroup": (facts.get("preconditions") or {}).get("systemd_cgroup"),
@@ -152,6 +173,7 @@ def analyze(bundle: Bundle) -> dict:
         events.append(Event(inc.start, "incident", "incident.start", f"{inc.id} last known good", {"incident": inc.id}))
         events.append(Event(inc.end, "incident", "incident.end", f"{inc.id} first known bad", {"incident": inc.id}))
     events.sort(key=lambda e: e.at)
+    timeline, omitted = _timeline(events, incidents, tz, full_timeline)
     manifest_bytes = bundle.path("manifest.json").read_bytes()
     artifacts = bundle.artifacts()
     return {
@@ -185,7 +207,8 @@ def analyze(bundle: Bundle) -> dict:
                    "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
                    "artifacts": [a.to_json() for a in artifacts],
                    "missing": [a.to_json() for a in artifacts if a.status in (Status.UNREADABLE, Status.ERROR)]},
-        "timeline": [_timeline_entry(e, tz) for e in events],
+        "timeline": timeline,
+        "timeline_omitted": omitted,
     }
 
 

@@ -283,7 +283,7 @@ def _upload(bundle: Path, args) -> int:
 
 def cmd_timeline(args) -> int:
     from .analysis import analyze
-    a = analyze(Bundle.open(args.bundle))
+    a = analyze(Bundle.open(args.bundle), full_timeline=True)
     rows = a["timeline"]
     if args.format == "jsonl":
         for e in rows:

@@ -51,7 +51,7 @@ def run(tmp_path: Path, root: Path, **kw) -> tuple[Bundle, dict]:
     out = tmp_path / f"bundle{len(list(tmp_path.glob('bundle*')))}"
     path, _digest, _arts = collect(root, out, argv=["gpu-forensics", "collect"], **kw)
     bundle = Bundle.open(path)
-    a = analyze(bundle)
+    a = analyze(bundle, full_timeline=True)
     render.html(a), render.markdown(a), render.to_json(a)  # the reports survive it too
     return bundle, a
 

@@ -1,0 +1,42 @@
+"""Time each collector's ``acquire`` alone, in this process, over one node root (run as a subprocess
+by bench/run.py). It is the same code path as ``gpu-forensics collect`` (forensics.collect), split
+by collector so that the journal, package and container phases can be read separately.
+
+usage: python3 bench/phases.py ROOT OUT [--incident TEXT]
+prints one JSON object: {collector: {"wall_s", "cpu_s", "maxrss_mb_after"}}
+"""
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from forensics.bundle import BundleWriter  # noqa: E402
+from forensics.collect import CollectContext  # noqa: E402
+
+
+def main() -> None:
+    root, out = Path(sys.argv[1]), Path(sys.argv[2])
+    from collectors import COLLECTORS
+    writer = BundleWriter(out)
+    ctx = CollectContext(root=root, writer=writer)
+    res = {}
+    for mod in COLLECTORS:
+        name = mod.__name__.rsplit(".", 1)[-1]
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        mod.acquire(ctx)
+        t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        res[name] = {"wall_s": round(t1 - t0, 3),
+                     "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3),
+                     "maxrss_mb_after": round(r1.ru_maxrss / 1024, 1)}
+    writer.meta.update({"node": ctx.facts.get("hostname"), "node_facts": ctx.facts, "incidents": []})
+    writer.finish()
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
