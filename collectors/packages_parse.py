@@ -71,9 +71,14 @@ class UuLine(NamedTuple):
     message: str
 
 
+_ISO_SECONDS = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
 def _naive(text: str, fmt: str) -> datetime | None:
     try:
-        when = datetime.strptime(text, fmt)
+        m = _ISO_SECONDS.fullmatch(text) if fmt == "%Y-%m-%d %H:%M:%S" else None
+        # the dpkg.log form, 100k lines on a long-lived node: strptime is ten times slower
+        when = datetime(*map(int, m.groups())) if m else datetime.strptime(text, fmt)
     except ValueError:  # 2019-02-30 and the like
         return None
     # Years 1 and 9999 are refused: no package log holds them, and the node's UTC offset would carry

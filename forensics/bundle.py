@@ -207,6 +207,7 @@ class Bundle:
     manifest: dict
     source: Path
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+    _arts: list[Artifact] | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Bundle":
@@ -243,8 +244,10 @@ class Bundle:
         return cls(root=root, manifest=manifest, source=p, _tmp=tmp)
 
     def artifacts(self) -> list[Artifact]:
-        """All manifest records, in acquisition order."""
-        return [Artifact.from_json(a) for a in self.manifest.get("artifacts", [])]
+        """All manifest records, in acquisition order (parsed once; readers ask for them often)."""
+        if self._arts is None:
+            self._arts = [Artifact.from_json(a) for a in self.manifest.get("artifacts", [])]
+        return list(self._arts)
 
     def path(self, rel: str) -> Path:
         """Real path of the stored artifact ``rel`` (no check that it exists)."""

@@ -24,7 +24,24 @@ def tz_from_tzif(data: bytes, name: str | None = None) -> tzinfo:
     return _dtz.tzfile(io.BytesIO(data), filename=name)
 
 
+_LOCALIZED: dict[tuple[int, datetime], tuple[tzinfo, tuple[datetime, tuple[str, ...]]]] = {}
+
+
 def localize(naive: datetime, zone: tzinfo) -> tuple[datetime, tuple[str, ...]]:
+    """See :func:`_localize`; memoised, because the lines of one dpkg run share their seconds.
+    (dateutil's tzfile is not hashable, so the key is the zone's identity, checked on each hit.)"""
+    key = (id(zone), naive)
+    hit = _LOCALIZED.get(key)
+    if hit is not None and hit[0] is zone:
+        return hit[1]
+    if len(_LOCALIZED) >= 4096:
+        _LOCALIZED.clear()
+    out = _localize(naive, zone)
+    _LOCALIZED[key] = (zone, out)
+    return out
+
+
+def _localize(naive: datetime, zone: tzinfo) -> tuple[datetime, tuple[str, ...]]:
     """Interpret a zone-less wall-clock time in ``zone`` and return ``(UTC datetime, flags)``.
 
     Flags: ``dst-fold`` when the wall time occurred twice (the first occurrence is taken),
