@@ -32,7 +32,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -356,6 +358,26 @@ def collect(out: Path, state_dirs: list[str], probe: bool, timeout: float = 20) 
     if cp.returncode != 0:
         raise RuntimeError(f"collector failed ({cp.returncode}): {cp.stderr[-3000:]}")
     return out
+
+
+@contextmanager
+def running(prefix: str = "gfl-"):
+    """A started :class:`Lab` for a test module. A missing containerd/runc/busybox FAILS the test
+    (never skips); on exit the lab is closed and must leave no process, cgroup or mount behind."""
+    import pytest
+    missing = requirements()
+    if missing:
+        pytest.fail("container lab cannot run: missing " + "; ".join(missing))
+    lb = Lab(Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp")))
+    try:
+        lb.start()
+    except LabError as e:
+        lb.close()
+        pytest.fail(str(e))
+    yield lb
+    problems = lb.close()
+    assert not problems, problems
+    assert not lb.leftover_pids()
 
 
 def _collect_main(argv: list[str]) -> int:

@@ -28,19 +28,8 @@ URL_PASS = "pw-planted-51d0"
 
 @pytest.fixture(scope="module")
 def lab():
-    missing = L.requirements()
-    if missing:
-        pytest.fail("container lab cannot run: missing " + "; ".join(missing))
-    lb = L.Lab(Path(tempfile.mkdtemp(prefix="gfl-", dir="/tmp")))
-    try:
-        lb.start()
-    except L.LabError as e:
-        lb.close()
-        pytest.fail(str(e))
-    yield lb
-    problems = lb.close()
-    assert not problems, problems
-    assert not lb.leftover_pids()
+    with L.running("gfl-") as lb:
+        yield lb
 
 
 def _collect(lab, tmp_path, name, probe_on=True):

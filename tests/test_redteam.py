@@ -39,19 +39,8 @@ def _w(p: Path, data: bytes | str) -> Path:
 # -- the lab ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lab():
-    missing = L.requirements()
-    if missing:
-        pytest.fail("container lab cannot run: missing " + "; ".join(missing))
-    lb = L.Lab(Path(tempfile.mkdtemp(prefix="gfr-", dir="/tmp")))
-    try:
-        lb.start()
-    except L.LabError as e:
-        lb.close()
-        pytest.fail(str(e))
-    yield lb
-    problems = lb.close()
-    assert not problems, problems
-    assert not lb.leftover_pids()
+    with L.running("gfr-") as lb:
+        yield lb
 
 
 def _records(lab, out: Path) -> dict:
