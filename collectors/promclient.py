@@ -51,11 +51,15 @@ class BudgetSpent(Unreachable):
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user:password and without its own query string (which may hold a token)."""
-    p = urlsplit(url)
-    host = p.hostname or ""
-    if p.port:
-        host += f":{p.port}"
+    """``url`` without user:password and without its own query string (which may hold a token).
+    A URL that cannot be parsed (e.g. a bad port) comes back as ``<redacted>``: never raises."""
+    try:
+        p = urlsplit(url)
+        host = p.hostname or ""
+        if p.port:
+            host += f":{p.port}"
+    except ValueError:
+        return "<redacted>"
     return urlunsplit((p.scheme, host, p.path, "<redacted>" if p.query else "", ""))
 
 

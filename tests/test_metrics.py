@@ -401,3 +401,18 @@ def test_sample_node3_gpu_july_window_from_recorded_metrics(tmp_path):
     assert "capacity already 0" in inc["capacity-zero"]["symptom"]
     assert r.facts["metrics"]["alert_audit"]["gap"] == {"capacity_zero": True, "dcgm_absent": True}
     assert r.facts["metrics"]["retention"]["storage_retention"] == "150d"
+
+
+def test_a_malformed_prometheus_url_is_an_error_artifact_not_a_lost_bundle(tmp_path):
+    """A typo in --prometheus (bad port) used to raise while the manifest was written."""
+    from forensics.bundle import verify
+    from forensics.cli import main
+    (tmp_path / "root").mkdir()
+    out = tmp_path / "b"
+    assert main(["collect", "--root", str(tmp_path / "root"), "--out", str(out),
+                 "--prometheus", "http://prom:99999x/"]) == 1
+    assert verify(out) == []
+    import json
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["options"]["prometheus"] == "<redacted>"
+    assert any(a["status"] == "error" and "prometheus" in (a["method"] + a["source"]).lower() for a in m["artifacts"])
