@@ -10,7 +10,8 @@ every entry's text. What each message means lives in :mod:`collectors.journal_wo
 Bundle files (all under ``journal/``):
 
 - ``files.json``: one record per journal file: ``source``, ``size``, ``sha256``, ``header`` (flags,
-  state, sizes, head/tail time), ``opened``, ``error``, ``errno``.
+  state, sizes, head/tail time), ``opened``, ``error``, ``errno``, and for a file that opened with
+  entries ``first_usec`` / ``last_usec`` (its first and last entry, µs UTC, as read at the probe).
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
   with the credentials :func:`collectors.podlogs.redact_log` recognises replaced, the same policy as
@@ -35,6 +36,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -77,22 +79,23 @@ def acquire(ctx) -> None:
                                    message=f"no journal files (*.journal, *.journal~) in {where}"))
     if not files:
         return
-    records, good = [], []
+    records, good, spans = [], [], []
     for f in files:
         rec, fh, failed = _probe(f)
         records.append(rec)
         if fh:
             good.append(fh)
+            spans.append((rec.get("first_usec"), rec.get("last_usec"), _final(f, rec)))
         else:
             ctx.writer.record(failed)
     ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
     ctx.log(f"journal: {len(files)} files, {len(files) - len(good)} not readable by this libsystemd")
     try:
-        src = _ReaderSource([fh.fileno() for fh in good]) if good else _fallback(ctx, files)
+        src = _ReaderSource([fh.fileno() for fh in good], spans) if good else _fallback(ctx, files)
         if src is not None:
             src.deadline = getattr(ctx, "deadline", None)
-        if src:
-            _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
+            with closing(src):
+                _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
     except OSError as e:
         ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
                                    message=f"opening the readable journal files together failed: {e}"))
@@ -181,6 +184,9 @@ def _probe(f: _File):
             r.seek_head()
             if r._next():
                 r._get_all()
+                rec["first_usec"] = r._get_realtime()
+                r.seek_tail()
+                rec["last_usec"] = r._get_realtime() if r._previous() else None
         rec["opened"] = True
         return rec, fh, None
     except (OSError, ValueError) as e:
@@ -193,6 +199,14 @@ def _probe(f: _File):
                          message=w.why_unreadable(e, rec["header"], rec["size"]))
         rec.update(error=a.message, errno=a.errno)
         return rec, None, a
+
+
+def _final(f: _File, rec: dict) -> bool:
+    """Whether no entry can be added to ``f`` any more: it is archived, or it has a rotated name
+    (``system@...journal``, ``...journal~``; journald and journal-remote only write the file with
+    the plain name)."""
+    name = os.path.basename(f.path)
+    return (rec.get("header") or {}).get("state") == "archived" or "@" in name or name.endswith("~")
 
 
 def _hash(fd: int) -> tuple[int, str, bytes]:
@@ -228,24 +242,115 @@ class _Lazy:
         return default if self.d[field_] is None else self.d[field_]
 
 
+class _Pages:
+    """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
+
+    libsystemd maps journal files in 8 MiB windows and keeps up to 64 of them; a pass over most of
+    a big journal touches most of its pages, and every touched page counts in the collector's RSS
+    (about 300 MB on a 1.2 GB journal) although the kernel could drop it at will. When the
+    process's resident file pages (``shared`` in /proc/self/statm, proc(5)) have grown by
+    :data:`LIMIT`, :meth:`check` calls ``madvise(MADV_DONTNEED)`` (madvise(2)) on the mappings of
+    the journal files (found in /proc/self/maps by device and inode): for a read-only shared file
+    mapping this only unmaps the pages from this process; the page cache, the files and libsystemd's
+    view are untouched, and a later read faults the page back in. Does nothing where /proc or
+    madvise cannot be used."""
+
+    LIMIT = 8 << 20
+
+    def __init__(self, fds: list[int]):
+        self.keys = set()
+        for fd in fds:
+            st = os.fstat(fd)
+            self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            self.madvise = libc.madvise
+        except (OSError, AttributeError):
+            self.madvise = None
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        try:
+            self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.statm, self.madvise = None, None
+        self.base = self._resident()
+        self.dropped = 0  #: times the pages were dropped (for the bench and the tests)
+
+    def _resident(self) -> int:
+        if self.statm is None:
+            return 0
+        try:
+            return int(os.pread(self.statm, 128, 0).split()[2]) * self.page
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def close(self) -> None:
+        if self.statm is not None:
+            os.close(self.statm)
+            self.statm = None
+
+    def check(self, force: bool = False) -> None:
+        """Drop the journal pages when the resident file pages have grown past the limit (or now,
+        with ``force``)."""
+        if self.madvise is None or (not force and self._resident() - self.base < self.LIMIT):
+            return
+        try:
+            with open("/proc/self/maps", "rb") as f:
+                for line in f:
+                    parts = line.split(None, 5)
+                    if len(parts) < 5:
+                        continue
+                    major, _, minor = parts[3].partition(b":")
+                    if (int(major, 16), int(minor, 16), int(parts[4])) in self.keys:
+                        start, _, end = parts[0].partition(b"-")
+                        self.madvise(int(start, 16), int(end, 16) - int(start, 16), 4)  # MADV_DONTNEED
+        except (OSError, ValueError):
+            return
+        self.dropped += 1
+        self.base = self._resident()
+
+
 class _ReaderSource:
-    """Entries through libsystemd, on descriptors of files already probed one by one."""
+    """Entries through libsystemd, on descriptors of files already probed one by one; the pages
+    it maps are kept in check by :class:`_Pages`."""
 
     method = METHOD
     deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
+    CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
 
-    def __init__(self, fds: list[int]):
+    def __init__(self, fds: list[int], spans: list[tuple] | None = None):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if 2 * len(fds) + 64 > soft:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * len(fds) + 64), hard))
+        self.fds, self.spans = list(fds), spans
+        self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
+        self.pages = _Pages(fds)
+
+    @staticmethod
+    def _open(fds: list[int]):
         dups = [os.dup(fd) for fd in fds]
         try:
-            self.r = _sdj.Reader(files=dups)
+            r = _sdj.Reader(files=dups)  # owns the dups from here on
         except BaseException:
             for d in dups:
                 os.close(d)
             raise
-        self.r.data_threshold = DATA_THRESHOLD
+        r.data_threshold = DATA_THRESHOLD
+        return r
+
+    def close(self) -> None:
+        self.all.close()
+        self.pages.close()
+
+    def _holding(self, start: int, end: int) -> list[int]:
+        """The files that may hold entries from ``start`` to ``end`` (µs): a final file (see
+        :func:`_final`) by its first and last entry, a file that may still be written from its
+        first entry on."""
+        if not self.spans:
+            return self.fds
+        return [fd for fd, (first, last, final) in zip(self.fds, self.spans)
+                if first is None or last is None or (first <= end and (not final or last >= start))]
 
     def _entry(self) -> dict:
         e = {k: [_value(x) for x in v] if isinstance(v, list) else _value(v) for k, v in self.r._get_all().items()}
@@ -254,11 +359,7 @@ class _ReaderSource:
         e["__CURSOR"] = self.r._get_cursor()
         return e
 
-    def scan(self, groups, start=None, end=None):
-        """Entries matching any of ``groups`` (each: ``(field, value)`` pairs, same field ORed,
-        different fields ANDed) from ``start`` to ``end`` (µs), in journal order. Each is a
-        :class:`_Lazy` view that reads a field only when asked: reading every field of every PID 1
-        line costs about five times as much as reading its MESSAGE."""
+    def _match(self, groups) -> None:
         r = self.r
         r.flush_matches()
         for i, group in enumerate(groups):
@@ -266,29 +367,57 @@ class _ReaderSource:
                 r.add_disjunction()
             for field_, value in group:
                 r.add_match(f"{field_}={value}")
+
+    def scan(self, groups, start=None, end=None):
+        """Entries matching any of ``groups`` (each: ``(field, value)`` pairs, same field ORed,
+        different fields ANDed) from ``start`` to ``end`` (µs). Each is a :class:`_Lazy` view that
+        reads a field only when asked: reading every field of every PID 1 line costs about five
+        times as much as reading its MESSAGE.
+
+        Entries come file by file, each file in journal order (nothing that scans depends on the
+        order across files), through a reader of its own that is closed after: the seeks of a
+        reader over all files touch pages in every file, and a closed reader lets its pages go.
+        A time window reads only the files that may hold it (:meth:`_holding`)."""
+        self.pages.check(force=True)
+        for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
+            self.r = self._open([fd])
+            try:
+                yield from self._walk(groups, start, end)
+            finally:
+                self.r.close()
+                self.r = self.all
+
+    def _walk(self, groups, start, end):
+        r = self.r
+        self._match(groups)
         r.seek_realtime(start) if start is not None else r.seek_head()
         n = 0
         while r._next():
             n += 1
-            if self.deadline is not None and n % 4096 == 0 and time.monotonic() >= self.deadline:
-                raise TimeoutError("the collection's time budget was spent (--time-budget)")
+            if n % self.CHECK_EVERY == 0:
+                self.pages.check()
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
             t = r._get_realtime()
             if end is not None and t > end:
                 return
-            yield _Lazy(self.r, t)
+            yield _Lazy(r, t)
 
     def full(self) -> dict:
         """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
         return self._entry()
 
+    def cursor(self) -> str:
+        """The cursor of the entry :meth:`scan` stands on."""
+        return self.r._get_cursor()
+
     def unique(self, field_: str) -> list[str]:
-        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.r, field_))
+        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.all, field_))
 
     def edge(self, group=(), last=False) -> dict | None:
-        r = self.r
-        r.flush_matches()
-        for field_, value in group:
-            r.add_match(f"{field_}={value}")
+        self.pages.check(force=True)
+        self.r = r = self.all
+        self._match([group] if group else [])
         r.seek_tail() if last else r.seek_head()
         return self._entry() if (r._previous() if last else r._next()) else None
 
@@ -349,6 +478,12 @@ class _JournalctlSource:
     def full(self) -> dict:
         return self._last
 
+    def cursor(self) -> str:
+        return self._last["__CURSOR"]
+
+    def close(self) -> None:
+        pass
+
     def unique(self, field_: str) -> list[str]:
         values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
         return sorted(v.decode("utf-8", "replace") for v in values if v)
@@ -385,28 +520,18 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
     since_dt = ctx.since.replace(tzinfo=ctx.since.tzinfo or timezone.utc) if isinstance(ctx.since, datetime) else None
     since = int(since_dt.timestamp() * 1_000_000) if since_dt else None
     problems: list[str] = []
-    try:
-        sel, boots, first, last = w.select(src, since, problems)
-    except (OSError, subprocess.SubprocessError) as e:
-        ctx.writer.record(Artifact(None, source, Status.ERROR, src.method,
-                                   message=f"reading the journal failed: {e}"))
-        return
-    notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
-             "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
-             f"{w.BEFORE_US // 10**6} s before to {w.AFTER_US // 10**6} s after each reload; NVML/CUDA errors and "
-             "healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; first and last entry "
-             "of each boot and of the journal"]
-    if since is not None:
-        notes.append(f"entries filtered to {iso_z(since_dt)} and later")
-    if any("time budget" in p for p in problems):
-        notes.append("truncated: the time budget ran out while scanning; entries after that point were not read")
     redact = getattr(ctx, "redact", True)
-    if redact:
-        notes.append("credentials redacted in field values: URL credentials, Bearer/Basic values, NAME=X for "
-                     "credential names")
-    with ctx.writer.create(ENTRIES, source=source, method=src.method, notes=notes) as out:
-        for e in sorted(sel.values(), key=lambda e: e["__REALTIME_TIMESTAMP"]):
-            out.write(json.dumps(redact_entry(e) if redact else e, sort_keys=True) + "\n")
+    with w.Spool(dir=getattr(ctx.writer, "dir", None)) as spool:  # in the bundle being written
+        try:
+            sel, boots, first, last = w.select(src, since, problems, spool)
+        except (OSError, subprocess.SubprocessError) as e:
+            ctx.writer.record(Artifact(None, source, Status.ERROR, src.method,
+                                       message=f"reading the journal failed: {e}"))
+            return
+        with ctx.writer.create(ENTRIES, source=source, method=src.method,
+                               notes=_notes(since_dt, problems, redact)) as out:
+            for e in sel.entries():
+                out.write(json.dumps(redact_entry(e) if redact else e, sort_keys=True) + "\n")
     ctx.writer.write_json(BOOTS, boots, source=source, method=src.method)
     ctx.writer.write_json(COVERAGE, {**w.edge_record(first, "first"), **w.edge_record(last, "last"),
                                      "since": iso_z(since_dt),
@@ -414,6 +539,22 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
                                      "files_failed": n_failed,
                                      "method": src.method, "problems": problems},
                           source=source, method=src.method)
+
+
+def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
+    notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
+             "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
+             f"{w.BEFORE_US // 10**6} s before to {w.AFTER_US // 10**6} s after each reload; NVML/CUDA errors and "
+             "healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; first and last entry "
+             "of each boot and of the journal"]
+    if since_dt is not None:
+        notes.append(f"entries filtered to {iso_z(since_dt)} and later")
+    if any("time budget" in p for p in problems):
+        notes.append("truncated: the time budget ran out while scanning; entries after that point were not read")
+    if redact:
+        notes.append("credentials redacted in field values: URL credentials, Bearer/Basic values, NAME=X for "
+                     "credential names")
+    return notes
 
 
 def redact_entry(e: dict) -> dict:

@@ -14,8 +14,11 @@ differ between distributions and versions and are never used.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import struct
+import tempfile
 from datetime import datetime
 
 from forensics.artifact import errno_name
@@ -393,17 +396,79 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
     return [(s, e, sorted(p)) for s, e, p in out]
 
 
-def select(src, since: int | None, problems: list[str]):
-    """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``unique``, ``edge``)
-    from ``since`` (µs or ``None``). Returns ``(entries by cursor, boots, first entry, last entry)``;
-    each kept entry lists the rules that kept it in ``_GF_SELECTED_BY``."""
-    sel: dict[str, dict] = {}
+class Spool:
+    """The entries :func:`select` keeps, on disk: each kept entry is one JSON line appended to an
+    unlinked temporary file in ``dir`` (the bundle being written, so that nothing is written outside
+    the output; ``None``: the system's temporary directory), and only ``cursor -> [realtime µs, offset,
+    length, rules]`` stays in memory (about 300 bytes an entry), so memory does not grow with what a
+    big journal yields. Raises ``OSError`` when the file cannot be made or written."""
+
+    def __init__(self, dir=None):
+        self.f = tempfile.TemporaryFile(dir=dir)
+        self.index: dict[str, list] = {}
+        self.end = 0
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def has(self, cursor: str) -> bool:
+        return cursor in self.index
+
+    def keep(self, rule: str, e: dict) -> None:
+        """Keep ``e`` (a whole entry, see :meth:`collectors.journal._ReaderSource.full`), or add
+        ``rule`` to the rules of the entry already kept at its ``__CURSOR``."""
+        kept = self.index.get(e["__CURSOR"])
+        if kept is None:
+            b = json.dumps(e, sort_keys=True).encode() + b"\n"
+            self.f.write(b)
+            self.index[e["__CURSOR"]] = [e["__REALTIME_TIMESTAMP"], self.end, len(b), [rule]]
+            self.end += len(b)
+        elif rule not in kept[3]:
+            kept[3].append(rule)
+
+    def add_rule(self, rule: str, cursor: str) -> None:
+        """Add ``rule`` to an entry already kept (see :meth:`has`)."""
+        if rule not in self.index[cursor][3]:
+            self.index[cursor][3].append(rule)
+
+    def entries(self):
+        """The kept entries in time order (ties: the order they were kept), each a dict with
+        ``_GF_SELECTED_BY``: the rules that kept it."""
+        self.f.flush()
+        fd = self.f.fileno()
+        for _, off, n, rules in sorted(self.index.values(), key=lambda i: (i[0], i[1])):
+            e = json.loads(os.pread(fd, n, off))
+            e["_GF_SELECTED_BY"] = list(rules)
+            yield e
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> "Spool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: one search for what the NVML pass looks for, so that most lines are passed over with one test
+_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"',))))
+
+
+def select(src, since: int | None, problems: list[str], spool: Spool | None = None):
+    """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``cursor``,
+    ``unique``, ``edge``) from ``since`` (µs or ``None``). Returns ``(kept entries, boots, first
+    entry, last entry)``; the kept entries are ``spool`` (a new :class:`Spool` in the system's
+    temporary directory when ``None``), and each lists the rules that kept it in
+    ``_GF_SELECTED_BY``."""
+    sel = spool if spool is not None else Spool()
 
     def keep(rule, e=None):
-        e = e or src.full()
-        kept = sel.setdefault(e["__CURSOR"], {**e, "_GF_SELECTED_BY": []})
-        if rule not in kept["_GF_SELECTED_BY"]:
-            kept["_GF_SELECTED_BY"].append(rule)
+        cursor = e["__CURSOR"] if e else src.cursor()
+        if sel.has(cursor):
+            sel.add_rule(rule, cursor)
+        else:
+            sel.keep(rule, e or src.full())
 
     triggers = []
     for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
@@ -427,6 +492,8 @@ def select(src, since: int | None, problems: list[str]):
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
     for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
         msg = text(e.get("MESSAGE"))
+        if not _NVML_PASS.search(msg):
+            continue
         if nvml_error(msg):
             keep("nvml")
         elif healthy_probe(msg):

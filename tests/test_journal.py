@@ -501,10 +501,10 @@ def test_journalctl_source_selects_the_same_entries(tmp_path):
         for src, out in ((journal._ReaderSource([fh.fileno()]), by_reader),
                          (journal._JournalctlSource([shutil.which("journalctl")], [str(f)]), by_journalctl)):
             sel, boots, first, last = wording.select(src, None, [])
-            out.append((sel, boots, first["__CURSOR"], last["__CURSOR"]))
+            out.append((list(sel.entries()), boots, first["__CURSOR"], last["__CURSOR"]))
     assert by_journalctl == by_reader
     sel = by_reader[0][0]
-    assert sorted(r for e in sel.values() for r in e["_GF_SELECTED_BY"]) == [
+    assert sorted(r for e in sel for r in e["_GF_SELECTED_BY"]) == [
         "boot", "boot", "coverage", "coverage", "nvml", "pid1", "pid1", "requester"]
 
 
@@ -530,9 +530,11 @@ def test_chroot_fallback_runs_the_nodes_journalctl(tmp_path):
     assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl",
                             f"--file=/var/log/journal/{MACHINE}/system.journal"]
     sel, boots, first, last = wording.select(src, None, [])
+    sel = list(sel.entries())
     with open(root / f"var/log/journal/{MACHINE}/system.journal", "rb") as fh:
-        assert (sel, boots) == wording.select(journal._ReaderSource([fh.fileno()]), None, [])[:2]
-    assert [e["MESSAGE"] for e in sel.values() if "pid1" in e["_GF_SELECTED_BY"]] == [
+        by_reader, boots_by_reader = wording.select(journal._ReaderSource([fh.fileno()]), None, [])[:2]
+        assert (sel, boots) == (list(by_reader.entries()), boots_by_reader)
+    assert [e["MESSAGE"] for e in sel if "pid1" in e["_GF_SELECTED_BY"]] == [
         SNAPD_CALLER_256, "Reloading..."]
 
 
@@ -578,3 +580,96 @@ def test_velociraptor_truncated_files_are_errors(tmp_path, real_inputs):
     assert files["system.journal"]["header"]["state"] == "archived"
     reading = analyse(bundle)
     assert reading.events == [] and reading.coverage[0].start is None
+
+
+# -- memory on big journals (issue 7): selected entries on disk, mapped pages let go ----------------
+def test_spool_keeps_selected_entries_on_disk_not_in_memory(tmp_path):
+    import tracemalloc
+    spool = wording.Spool(dir=tmp_path)
+    big = "x" * 5000
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(3000):  # kept newest first: entries() must give them back in time order
+        spool.keep("nvml", {"__CURSOR": f"s=1;i={i:x}", "__REALTIME_TIMESTAMP": 10_000 - i, "MESSAGE": big})
+    spool.keep("healthy", {"__CURSOR": "s=1;i=0", "__REALTIME_TIMESTAMP": 10_000, "MESSAGE": big})
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert spool.end > 3000 * 5000 and grown < 3000 * 1000  # 15 MB written, ~0.5 MB held
+    assert os.listdir(tmp_path) == []  # an unlinked file: nothing is left in the output
+    back = list(spool.entries())
+    assert len(back) == 3000 and [e["__REALTIME_TIMESTAMP"] for e in back[:2]] == [7001, 7002]
+    assert back[-1]["_GF_SELECTED_BY"] == ["nvml", "healthy"] and back[-1]["MESSAGE"] == big
+    spool.close()
+
+
+def _busy_node(tmp_path, n=6000):
+    """A node whose kubelet wrote ``n`` lines (three of them NVML errors) around a snapd reload."""
+    lines = [service(T0 + timedelta(seconds=i), 2210, "kubelet.service", "kubelet",
+                     ("Failed to initialize NVML: Unknown Error" if i in (5, 2500, n - 3) else
+                      f'I0717 probe result {i} "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-{i}"'
+                      if i % 1000 == 7 else f"I0717 routine line {i} " + "y" * 400))
+             for i in range(n)]
+    lines.insert(3000, caller(T0 + timedelta(seconds=2999, microseconds=500), SNAPD_CALLER))
+    lines.insert(2990, service(T0 + timedelta(seconds=2990, microseconds=1), 48211, "snapd.service", "snapd",
+                               "Refreshing snap nvidia"))
+    return host_with(tmp_path, *lines)
+
+
+def test_mapped_pages_are_let_go_during_a_long_pass_and_selection_is_unchanged(tmp_path, monkeypatch):
+    root = _busy_node(tmp_path)
+    path = next((root / "var/log/journal" / MACHINE).iterdir())
+    results = {}
+    for drop in (False, True):
+        monkeypatch.setattr(journal._Pages, "LIMIT", 64 << 10)
+        monkeypatch.setattr(journal._ReaderSource, "CHECK_EVERY", 16)
+        with open(path, "rb") as fh:
+            src = journal._ReaderSource([fh.fileno()])
+            if not drop:
+                src.pages.madvise = None  # as where madvise cannot be called: nothing is dropped
+            sel, boots, first, last = wording.select(src, None, [])
+            results[drop] = ([(e["__CURSOR"], e["_GF_SELECTED_BY"]) for e in sel.entries()], boots,
+                             src.pages.dropped)
+            if drop:  # after a drop, only what was touched since is resident: far less than the file
+                src.pages.check(force=True)
+                assert src.pages._resident() - src.pages.base == 0
+            src.close()
+    kept, boots, dropped = results[True]
+    assert dropped > 10 and results[False][2] == 0
+    assert (kept, boots) == results[False][:2]
+    assert sorted(r for _, rules in kept for r in rules).count("nvml") == 3
+    assert sorted(r for _, rules in kept for r in rules).count("healthy") == 6
+    assert sum("requester" in rules for _, rules in kept) == 1
+
+
+def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
+    # an archived (rotated) file from July and the active file from two days later: the July
+    # reload's requester window must not open the active file, and both windows find their lines
+    old, new = T0, T0 + timedelta(days=2)
+    jdir = tmp_path / "host/var/log/journal" / MACHINE
+    build_journal(service(old - 10 * S, 48211, "snapd.service", "snapd", "Refreshing") +
+                  caller(old, SNAPD_CALLER) + pid1(old + S, "Reloading..."),
+                  jdir / "system@4f3b8f7e1c2d4a5b9e6f7a8b9c0d1e2f-0000000000000001-0006123456789abc.journal")
+    build_journal(entry(new - 20 * S, 7001, "sudo", "admin : TTY=pts/0 ; PWD=/ ; USER=root ; "
+                        "COMMAND=/usr/bin/systemctl daemon-reload") +
+                  pid1(new, "Reloading..."), jdir / "system.journal")
+    bundle = collect(tmp_path, tmp_path / "host")
+    kept = {e["MESSAGE"]: e["_GF_SELECTED_BY"] for e in stored(bundle)}
+    assert kept["Refreshing"][0] == "requester" and "requester" in kept[
+        "admin : TTY=pts/0 ; PWD=/ ; USER=root ; COMMAND=/usr/bin/systemctl daemon-reload"]
+    files = json.loads(bundle.path("journal/files.json").read_text())
+    spans = {Path(f["source"]).name: (f["first_usec"], f["last_usec"]) for f in files}
+    assert spans["system.journal"] == (usec(new - 20 * S), usec(new))
+    names = sorted(spans)
+    fds = [os.open(jdir / n, os.O_RDONLY) for n in names]
+    src = journal._ReaderSource(fds, [(*spans[n], n != "system.journal") for n in names])
+    by_name = dict(zip(names, fds))
+    rotated = next(n for n in names if n != "system.journal")
+    try:
+        assert src._holding(usec(old) - 300_000_000, usec(old) + 5_000_000) == [by_name[rotated]]
+        assert src._holding(usec(new) - 300_000_000, usec(new) + 5_000_000) == [by_name["system.journal"]]
+        # after the active file's last entry it is still read: it may have been written to since
+        assert src._holding(usec(new) + 10**9, usec(new) + 2 * 10**9) == [by_name["system.journal"]]
+    finally:
+        src.close()
+        for fd in fds:
+            os.close(fd)
