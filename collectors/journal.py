@@ -11,7 +11,8 @@ Bundle files (all under ``journal/``):
 
 - ``files.json``: one record per journal file: ``source``, ``size``, ``sha256``, ``header`` (flags,
   state, sizes, head/tail time), ``opened``, ``error``, ``errno``, and for a file that opened with
-  entries ``first_usec`` / ``last_usec`` (its first and last entry, µs UTC, as read at the probe).
+  entries ``first_usec`` / ``last_usec`` (its first and last entry, µs UTC, as read at the probe);
+  ``hash_error`` when the file opened but could not be read to its end for the hash.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
   with the credentials :func:`collectors.podlogs.redact_log` recognises replaced, the same policy as
@@ -36,6 +37,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,7 +45,7 @@ from datetime import datetime, timezone
 from systemd import journal as _sdj
 
 from forensics import hostfs
-from forensics.artifact import Artifact, Status, from_oserror
+from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics.events import Reading
 from forensics.timeutil import from_usec, iso_z
 from . import containers_parse as cp
@@ -54,7 +56,7 @@ FILES, ENTRIES, BOOTS, COVERAGE = ("journal/files.json", "journal/entries.jsonl"
                                    "journal/coverage.json")
 METHOD = "journal-reader"
 MACHINE_ID = re.compile(r"[0-9a-f]{32}")
-CHUNK = 1 << 20
+CHUNK = 2 << 20
 DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
 
 
@@ -88,20 +90,27 @@ def acquire(ctx) -> None:
             spans.append((rec.get("first_usec"), rec.get("last_usec"), _final(f, rec)))
         else:
             ctx.writer.record(failed)
-    ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
     ctx.log(f"journal: {len(files)} files, {len(files) - len(good)} not readable by this libsystemd")
+    # the SHA-256 of every opened file (a gigabyte on a big node) is taken on the other core while
+    # the entries are selected: os.pread and hashlib let go of the GIL
+    opened = [rec for rec in records if rec["opened"]]
     try:
-        src = _ReaderSource([fh.fileno() for fh in good], spans) if good else _fallback(ctx, files)
-        if src is not None:
-            src.deadline = getattr(ctx, "deadline", None)
-            with closing(src):
-                _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
-    except OSError as e:
-        ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
-                                   message=f"opening the readable journal files together failed: {e}"))
+        with ThreadPoolExecutor(1, thread_name_prefix="journal-hash") as pool:
+            hashed = pool.submit(_hash_all, opened, [fh.fileno() for fh in good])
+            try:
+                src = _ReaderSource([fh.fileno() for fh in good], spans) if good else _fallback(ctx, files)
+                if src is not None:
+                    src.deadline = getattr(ctx, "deadline", None)
+                    with closing(src):
+                        _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
+            except OSError as e:
+                ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
+                                           message=f"opening the readable journal files together failed: {e}"))
+            hashed.result()
     finally:
         for fh in good:
             fh.close()
+    ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
 
 
 # -- finding and probing files ---------------------------------------------------------------------
@@ -172,8 +181,8 @@ def _probe(f: _File):
         rec.update(error=a.message, errno=a.errno)
         return rec, None, a
     try:
-        size, digest, head = _hash(fh.fileno())
-        rec.update(size=size, sha256=digest, header=w.header(head, size))
+        size = os.fstat(fh.fileno()).st_size
+        rec.update(size=size, header=w.header(os.pread(fh.fileno(), 512, 0), size))
         dup = os.dup(fh.fileno())
         try:
             r = _sdj.Reader(files=[dup])  # owns dup from here on
@@ -190,6 +199,10 @@ def _probe(f: _File):
         rec["opened"] = True
         return rec, fh, None
     except (OSError, ValueError) as e:
+        try:
+            rec["size"], rec["sha256"] = _hash(fh.fileno())
+        except OSError:
+            pass
         fh.close()
         code = getattr(e, "errno", None)
         if code in (errno.EPERM, errno.EACCES):
@@ -209,14 +222,25 @@ def _final(f: _File, rec: dict) -> bool:
     return (rec.get("header") or {}).get("state") == "archived" or "@" in name or name.endswith("~")
 
 
-def _hash(fd: int) -> tuple[int, str, bytes]:
-    h, off, head = hashlib.sha256(), 0, b""
-    while b := os.pread(fd, CHUNK, off):
-        if not off:
-            head = b[:512]
-        h.update(b)
-        off += len(b)
-    return off, h.hexdigest(), head
+def _hash(fd: int) -> tuple[int, str]:
+    """``(bytes read, SHA-256 hex)`` of the file open at ``fd``, read with pread (the descriptor's
+    offset is left alone). Raises ``OSError`` when a read fails."""
+    h, off, buf = hashlib.sha256(), 0, bytearray(CHUNK)
+    view = memoryview(buf)
+    while n := os.preadv(fd, [buf], off):
+        h.update(view[:n])
+        off += n
+    return off, h.hexdigest()
+
+
+def _hash_all(records: list[dict], fds: list[int]) -> None:
+    """Set ``size`` and ``sha256`` of each record from its file; a read error is kept in the
+    record's ``hash_error`` (the file's entries were still read)."""
+    for rec, fd in zip(records, fds):
+        try:
+            rec["size"], rec["sha256"] = _hash(fd)
+        except OSError as e:
+            rec["hash_error"] = f"{errno_name(e.errno)}: {e.strerror or e}"
 
 
 # -- reading entries: libsystemd, or the node's own journalctl ---------------------------------------

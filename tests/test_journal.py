@@ -658,6 +658,9 @@ def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
         "admin : TTY=pts/0 ; PWD=/ ; USER=root ; COMMAND=/usr/bin/systemctl daemon-reload"]
     files = json.loads(bundle.path("journal/files.json").read_text())
     spans = {Path(f["source"]).name: (f["first_usec"], f["last_usec"]) for f in files}
+    import hashlib  # hashed on a thread of its own while the entries were selected: still the file's
+    assert {Path(f["source"]).name: (f["size"], f["sha256"]) for f in files} == {
+        p.name: (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest()) for p in jdir.iterdir()}
     assert spans["system.journal"] == (usec(new - 20 * S), usec(new))
     names = sorted(spans)
     fds = [os.open(jdir / n, os.O_RDONLY) for n in names]
