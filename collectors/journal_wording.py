@@ -14,11 +14,13 @@ differ between distributions and versions and are never used.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
 import struct
 import tempfile
+from array import array
 from datetime import datetime
 
 from forensics.artifact import errno_name
@@ -396,49 +398,76 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
     return [(s, e, sorted(p)) for s, e, p in out]
 
 
+#: the rules that keep an entry (``_GF_SELECTED_BY``), in the order :func:`select` applies them
+RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage")
+
+
 class Spool:
     """The entries :func:`select` keeps, on disk: each kept entry is one JSON line appended to an
     unlinked temporary file in ``dir`` (the bundle being written, so that nothing is written outside
-    the output; ``None``: the system's temporary directory), and only ``cursor -> [realtime µs, offset,
-    length, rules]`` stays in memory (about 300 bytes an entry), so memory does not grow with what a
-    big journal yields. Raises ``OSError`` when the file cannot be made or written."""
+    the output; ``None``: the system's temporary directory). In memory stay only a 128-bit hash of
+    each cursor and four numbers (realtime µs, offset, length, rules), about 130 bytes an entry, so
+    memory hardly grows with what a big journal yields. Raises ``OSError`` when the file cannot be
+    made or written."""
 
     def __init__(self, dir=None):
         self.f = tempfile.TemporaryFile(dir=dir)
-        self.index: dict[str, list] = {}
+        self.slot: dict[int, int] = {}  # cursor hash -> slot in the arrays below
+        self.realtime, self.offset, self.length = array("q"), array("q"), array("q")
+        self.rules = array("q")  # rule numbers (1 + index in RULES) as octal digits, in keep order
         self.end = 0
 
+    @staticmethod
+    def _key(cursor: str) -> int:
+        return int.from_bytes(hashlib.blake2b(cursor.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
+                              "little")
+
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.slot)
 
     def has(self, cursor: str) -> bool:
-        return cursor in self.index
+        return self._key(cursor) in self.slot
 
     def keep(self, rule: str, e: dict) -> None:
         """Keep ``e`` (a whole entry, see :meth:`collectors.journal._ReaderSource.full`), or add
-        ``rule`` to the rules of the entry already kept at its ``__CURSOR``."""
-        kept = self.index.get(e["__CURSOR"])
-        if kept is None:
-            b = json.dumps(e, sort_keys=True).encode() + b"\n"
-            self.f.write(b)
-            self.index[e["__CURSOR"]] = [e["__REALTIME_TIMESTAMP"], self.end, len(b), [rule]]
-            self.end += len(b)
-        elif rule not in kept[3]:
-            kept[3].append(rule)
+        ``rule`` (one of :data:`RULES`) to the rules of the entry already kept at its ``__CURSOR``."""
+        key = self._key(e["__CURSOR"])
+        if key in self.slot:
+            return self._add(rule, self.slot[key])
+        b = json.dumps(e, sort_keys=True).encode() + b"\n"
+        self.f.write(b)
+        self.slot[key] = len(self.realtime)
+        self.realtime.append(e["__REALTIME_TIMESTAMP"])
+        self.offset.append(self.end)
+        self.length.append(len(b))
+        self.rules.append(RULES.index(rule) + 1)
+        self.end += len(b)
 
     def add_rule(self, rule: str, cursor: str) -> None:
         """Add ``rule`` to an entry already kept (see :meth:`has`)."""
-        if rule not in self.index[cursor][3]:
-            self.index[cursor][3].append(rule)
+        self._add(rule, self.slot[self._key(cursor)])
+
+    def _add(self, rule: str, i: int) -> None:
+        code = RULES.index(rule) + 1
+        if code not in self._codes(self.rules[i]):
+            self.rules[i] = self.rules[i] * 8 + code
+
+    @staticmethod
+    def _codes(packed: int) -> list[int]:
+        out = []
+        while packed:
+            packed, c = divmod(packed, 8)
+            out.append(c)
+        return out[::-1]
 
     def entries(self):
         """The kept entries in time order (ties: the order they were kept), each a dict with
-        ``_GF_SELECTED_BY``: the rules that kept it."""
+        ``_GF_SELECTED_BY``: the rules that kept it, in the order they did."""
         self.f.flush()
         fd = self.f.fileno()
-        for _, off, n, rules in sorted(self.index.values(), key=lambda i: (i[0], i[1])):
-            e = json.loads(os.pread(fd, n, off))
-            e["_GF_SELECTED_BY"] = list(rules)
+        for i in sorted(range(len(self.realtime)), key=lambda i: (self.realtime[i], i)):
+            e = json.loads(os.pread(fd, self.length[i], self.offset[i]))
+            e["_GF_SELECTED_BY"] = [RULES[c - 1] for c in self._codes(self.rules[i])]
             yield e
 
     def close(self) -> None:
