@@ -22,7 +22,7 @@ class Status(str, Enum):
     TRUNCATED = "truncated"    #: only part of the source was taken (a size or time bound); notes say why
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a big node records thousands
 class Artifact:
     """One manifest record.
 
