@@ -145,6 +145,13 @@ class _Env:
         self.majors = probe_mod.nvidia_majors(ctx.root)
         self.bpftool = shutil.which("bpftool")
         self.bpftool_noted = False
+        # the names in systemd's transient unit directory, listed once per run rather than looked up
+        # (exists + listdir, each resolved component by component) for every scope name of every
+        # container; None when it cannot be listed, and then each name is looked up as before
+        try:
+            self.transient: set[str] | None = set(hostfs.listdir(ctx.root, TRANSIENT))
+        except OSError:
+            self.transient = None
 
 
 def _containerd_one(ctx, env, state_dir, ns, cid, bundle):
@@ -155,9 +162,10 @@ def _containerd_one(ctx, env, state_dir, ns, cid, bundle):
         runc_root = options.get("root") or options.get("Root")
     state = None
     for root_dir in dict.fromkeys(r for r in (runc_root, f"{state_dir}/runc", DEFAULT_RUNC_ROOT) if r):
-        if hostfs.exists(ctx.root, f"{root_dir}/{ns}/{cid}/state.json"):
-            state = _read_json(ctx, f"{root_dir}/{ns}/{cid}/state.json", f"{rel}/state.json")
+        state = _read_json(ctx, f"{root_dir}/{ns}/{cid}/state.json", f"{rel}/state.json", absent_ok=True)
+        if state is not _ABSENT:
             break
+        state = None
     else:
         ctx.writer.record(Artifact(None, f"{runc_root or DEFAULT_RUNC_ROOT}/{ns}/{cid}/state.json",
                                    Status.ABSENT, "copy-redacted", notes=("no runc state for this bundle",)))
@@ -193,8 +201,9 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
             ctx.writer.record(art)
     results = _probe(ctx, env, rel, live_pid, procs, entries or [], raw_targets)
     created = cp.state_created(state)
+    t_created = _time(created)  # parsed once, not once per /dev entry
     for e in entries or []:
-        e["made_inside"] = _later(e.get("ctime"), created)
+        e["made_inside"] = _later(e.get("ctime"), t_created)
     record = {
         "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
         "created": created, "pid": pid, "image": image, "bundle": bundle,
@@ -204,22 +213,31 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
     }
     ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
                           method="containers", notes=("summary of the files beside it; env values other "
-                                                      "than NVIDIA_*, CUDA_* and a few more are left out",))
+                                                      "than NVIDIA_*, CUDA_* and a few more are left out",),
+                          compact=True)
 
 
-def _later(a: str | None, b: str | None) -> bool | None:
-    """Whether ISO time ``a`` is later than ``b``; ``None`` when either is unknown."""
-    ta, tb = _time(a), _time(b)
+def _later(a: str | None, tb: datetime | None) -> bool | None:
+    """Whether ISO time ``a`` is later than the time ``tb``; ``None`` when either is unknown."""
+    ta = _time(a)
     return None if ta is None or tb is None else ta > tb
 
 
-def _read_json(ctx, source: str, rel: str, redact: bool = True):
+_ABSENT = object()  #: what ``_read_json(..., absent_ok=True)`` returns for a path that does not exist
+
+
+def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool = False):
     """Read a JSON file under root and store it (redacted) at ``rel``; the parsed, redacted object or
-    ``None``. A file that is not JSON is not stored (it could not be redacted) but recorded."""
+    ``None``. A file that is not JSON is not stored (it could not be redacted) but recorded. With
+    ``absent_ok``, a path that does not exist (``hostfs.exists`` is false) returns ``_ABSENT`` and
+    records nothing."""
     try:
         with hostfs.open_regular(ctx.root, source) as f:
             data = f.read(JSON_LIMIT + 1)
     except OSError as e:
+        # asked only when the open failed: an open that succeeds implies the path exists
+        if absent_ok and not hostfs.exists(ctx.root, source):
+            return _ABSENT
         ctx.writer.record(from_oserror(source, "copy-redacted", e))
         return None
     if len(data) > JSON_LIMIT:
@@ -231,7 +249,9 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True):
         obj = json.loads(data.decode("utf-8", "surrogateescape"))
         if redact:
             obj = cp.redact_spec(obj)
-        json.dumps(obj)  # a value nested too deeply to write back fails here, not half-way into the bundle
+        # compact, so that the C encoder writes it (indent= takes the pure-Python one, ~7x slower); a
+        # value nested too deeply to write back fails here, not half-way into the bundle
+        text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
     except ValueError as e:
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"not valid JSON ({e}); not stored because it cannot be redacted"))
@@ -242,13 +262,12 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True):
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message="JSON nested too deeply to redact; not stored, read as empty"))
         return None
-    notes = ["env values redacted (names kept; values outside NVIDIA_*, CUDA_*, PATH, HOSTNAME, HOME, "
+    notes = ("env values redacted (names kept; values outside NVIDIA_*, CUDA_*, PATH, HOSTNAME, HOME, "
              "KUBERNETES_SERVICE_* and of credential-named variables replaced by a sha256 prefix); annotation "
              "values other than Kubernetes pod identity and cdi.k8s.io/*, credential args, auth headers and URL "
-             "credentials redacted; re-serialised from the parsed file"] if redact else []
-    with ctx.writer.create(rel, source, "copy-redacted" if redact else "copy-parsed", notes=notes) as fh:
-        json.dump(obj, fh, indent=2, ensure_ascii=True)
-        fh.write("\n")
+             "credentials redacted; re-serialised from the parsed file",) if redact else ()
+    ctx.writer.write_bytes(rel, (text + "\n").encode("ascii"), source, "copy-redacted" if redact else "copy-parsed",
+                           notes=notes)
     return obj
 
 
@@ -329,11 +348,12 @@ def _cgroup(ctx, env, rel, cid, spec, state, pid, systemd_opt) -> tuple[dict, li
         driver = "cgroupfs" if path else None
     rules = None
     if version == 1 and path:
-        art = ctx.writer.copy(ctx.root, f"{path}/devices.list", f"{rel}/devices.list", limit=SMALL_LIMIT)
+        kept: list[bytes] = []
+        art = ctx.writer.copy(ctx.root, f"{path}/devices.list", f"{rel}/devices.list", limit=SMALL_LIMIT, keep=kept)
         if art.status in (Status.COLLECTED, Status.TRUNCATED):
-            rules = cp.parse_devices_list((ctx.writer.dir / art.path).read_text("utf-8", "replace"))
+            rules = cp.parse_devices_list(b"".join(kept).decode("utf-8", "replace"))
     return {"version": version, "path": path, "driver": driver, "rules": rules,
-            "systemd_drop_in": _drop_ins(ctx, rel, cid, path), "bpf": _bpf(ctx, env, rel, version, path)}, \
+            "systemd_drop_in": _drop_ins(ctx, env, rel, cid, path), "bpf": _bpf(ctx, env, rel, version, path)}, \
         [p for p in (paths.get("devices"), paths.get("")) if p]
 
 
@@ -363,20 +383,27 @@ def _scope_names(cid: str, path: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _drop_ins(ctx, rel, cid, path) -> dict | None:
-    """systemd's transient unit and its drop-ins: what systemd re-applies on the next reload."""
+def _drop_ins(ctx, env, rel, cid, path) -> dict | None:
+    """systemd's transient unit and its drop-ins: what systemd re-applies on the next reload.
+
+    ``env.transient`` (the unit directory's names, listed once per run) rules out the scope names that
+    are not there without touching the host; a name that is there is still looked up as before."""
     texts = []
     for scope in _scope_names(cid, path):
         unit = f"{TRANSIENT}/{scope}"
-        files = [unit] if hostfs.exists(ctx.root, unit) else []
-        try:
-            files += [f"{unit}.d/{n}" for n in hostfs.listdir(ctx.root, f"{unit}.d") if n.endswith(".conf")]
-        except OSError:
-            pass
+        listed = env.transient
+        files = [unit] if (listed is None or scope in listed) and hostfs.exists(ctx.root, unit) else []
+        if listed is None or f"{scope}.d" in listed:
+            try:
+                files += [f"{unit}.d/{n}" for n in hostfs.listdir(ctx.root, f"{unit}.d") if n.endswith(".conf")]
+            except OSError:
+                pass
         for src in files:
-            art = ctx.writer.copy(ctx.root, src, f"{rel}/systemd/{src[len(TRANSIENT) + 1:]}", limit=SMALL_LIMIT)
+            kept: list[bytes] = []  # the bytes stored, parsed without reading the bundle back
+            art = ctx.writer.copy(ctx.root, src, f"{rel}/systemd/{src[len(TRANSIENT) + 1:]}", limit=SMALL_LIMIT,
+                                  keep=kept)
             if art.status in (Status.COLLECTED, Status.TRUNCATED):
-                texts.append((ctx.writer.dir / art.path).read_text("utf-8", "replace"))
+                texts.append(b"".join(kept).decode("utf-8", "replace"))
         if files:
             break
     return cp.parse_unit_device_settings(texts) if texts else None

@@ -52,6 +52,7 @@ _AUTH_SCHEME = re.compile(r"(?i)\b(?P<name>bearer|basic)(?P<sp>\s+)(?!<redacted)
 _AUTH_SCHEME_LAST = re.compile(r"(?i)\b(?:bearer|basic)\s*\Z")
 _ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?!<redacted)(?P<v>\S+)")
 _ASSIGN_WORDS = re.compile(r"(?i)token|secret|passw|key|auth|credential")
+_ASSIGN_HINTS = ("token", "secret", "passw", "key", "auth", "credential")  #: the same words, for ``in``
 _P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>\s*)(?![\-\s]|<redacted)(?P<v>\S+)")
 #: ``scheme://user:pass@``: anchored on ``://`` after a scheme character (a scheme run before it is
 #: kept as text), so that the match is linear in the text's length (hostile args can be megabytes)
@@ -100,7 +101,7 @@ def redact_text(text: str, p_flag: bool = True) -> str:
     low = text.lower()
     if "bearer" in low or "basic" in low:
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
-    if "=" in text and any(w in low for w in ("token", "secret", "passw", "key", "auth", "credential")):
+    if "=" in text and any(w in low for w in _ASSIGN_HINTS):
         text = _ASSIGN.sub(lambda m: (f"{m.group('name')}={redacted(m.group('v'))}"
                                       if _ASSIGN_WORDS.search(m.group("name")) else m.group(0)), text)
     if p_flag and "-p" in text:
@@ -159,6 +160,23 @@ def _redact_label(label):
     return redact_text(label, p_flag=False)
 
 
+def _plain(text: str) -> bool:
+    """True when :func:`redact_text` (without the ``-p`` rule) certainly leaves ``text`` as it is: it has
+    no ``://`` (URL rule), no ``=`` (``NAME=X`` rule) and no ``b``/``B`` (``Bearer``/``Basic``: no other
+    character lowercases to ``b``). Most strings of a spec (paths, capabilities, mount types) are plain,
+    and this costs four substring scans instead of a lowercased copy."""
+    return "://" not in text and "=" not in text and "b" not in text and "B" not in text
+
+
+def _text_unchanged(text: str) -> bool:
+    """True when ``redact_text(text, p_flag=False)`` returns ``text`` as it is: none of its rules'
+    markers is present (the same tests :func:`redact_text` makes before running a rule)."""
+    if "://" in text:
+        return False
+    low = text.lower()
+    return not ("bearer" in low or "basic" in low or ("=" in text and any(w in low for w in _ASSIGN_HINTS)))
+
+
 def redact_spec(obj):
     """Return a redacted deep copy of an OCI ``config.json`` or runc ``state.json`` object.
 
@@ -168,10 +186,16 @@ def redact_spec(obj):
     every other string goes through :func:`redact_text` (without the ``-p`` rule). Never raises
     (except ``RecursionError`` for JSON nested deeper than the interpreter's recursion limit).
     """
+    # strings are handled in place (no call for the many plain ones): this walk visits every value of
+    # every config.json and state.json, hundreds each
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            if k == "env" and isinstance(v, list):
+            if isinstance(v, str):
+                out[k] = v if _plain(v) else redact_text(v, p_flag=False)
+            elif not isinstance(v, (dict, list)):
+                out[k] = v
+            elif k == "env" and isinstance(v, list):
                 out[k] = redact_env(v)
             elif k == "args" and isinstance(v, list):
                 out[k] = redact_args(v)
@@ -185,7 +209,13 @@ def redact_spec(obj):
                 out[k] = redact_spec(v)
         return out
     if isinstance(obj, list):
-        return [redact_spec(v) for v in obj]
+        try:  # a list of strings (seccomp syscall names, capabilities, mount options): one test, in C
+            if _text_unchanged("\0".join(obj)):  # (no marker spans the NUL between two items)
+                return list(obj)
+        except TypeError:  # an item that is not a string
+            pass
+        return [(v if _plain(v) else redact_text(v, p_flag=False)) if isinstance(v, str)
+                else redact_spec(v) if isinstance(v, (dict, list)) else v for v in obj]
     if isinstance(obj, str):
         return redact_text(obj, p_flag=False)
     return obj

@@ -40,6 +40,9 @@ class BundleError(Exception):
 
 
 def _safe_rel(rel: str) -> str:
+    parts = rel.split("/")
+    if parts[0] and "" not in parts and "." not in parts and ".." not in parts:
+        return rel  # already normal and relative: what the PurePosixPath below would return
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts or not p.parts:
         raise ValueError(f"bundle path must be relative and inside the bundle: {rel!r}")
@@ -86,20 +89,25 @@ class BundleWriter:
         (self.dir / INCOMPLETE).write_text("collection did not finish; this bundle is not complete\n")
         self.artifacts: list[Artifact] = []
         self.meta: dict = {}
+        self._dirs: set[str] = set()  #: bundle-relative directories already created (mkdir once each)
 
     # -- writing ---------------------------------------------------------------------------------
-    def _target(self, rel: str) -> Path:
-        t = self.dir / _safe_rel(rel)
-        t.parent.mkdir(parents=True, exist_ok=True)
-        return t
+    def _target(self, rel: str) -> str:
+        rel = _safe_rel(rel)
+        parent = os.path.dirname(rel)
+        if parent not in self._dirs:
+            (self.dir / parent).mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
+        return os.path.join(self.dir, rel)
 
     def copy(self, root: str | os.PathLike, source: str, rel: str, method: str = "copy",
-             limit: int | None = None, notes: tuple[str, ...] = ()) -> Artifact:
+             limit: int | None = None, notes: tuple[str, ...] = (), keep: list[bytes] | None = None) -> Artifact:
         """Copy the host file ``source`` (read under ``root`` via :mod:`forensics.hostfs`) to ``rel``.
 
         At most ``limit`` bytes are copied; a longer file is recorded as ``truncated``. Returns the
         recorded :class:`Artifact` (absent / unreadable / error on ``OSError``, never raises for a
-        bad source).
+        bad source). With ``keep`` (a list), every chunk written is also appended to it, so that a
+        caller can parse what was stored without reading the bundle back.
         """
         try:
             src = hostfs.open_regular(root, source)
@@ -121,6 +129,8 @@ class BundleWriter:
                         if not b:
                             break
                         w.write(b)
+                        if keep is not None:
+                            keep.append(b)
                         if remaining is not None:
                             remaining -= len(b)
                 except OSError as e:
@@ -158,12 +168,28 @@ class BundleWriter:
         status = Status.TRUNCATED if any(n.startswith("truncated:") for n in notes) else Status.COLLECTED
         self.record(Artifact(rel, source, status, method, w.size, w.h.hexdigest(), notes=tuple(notes)))
 
-    def write_json(self, rel: str, obj, source: str, method: str, notes: tuple[str, ...] = ()) -> Artifact:
-        """Write ``obj`` as indented JSON to ``rel`` and record it as collected."""
-        data = (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
-        self._target(rel).write_bytes(data)
+    def write_json(self, rel: str, obj, source: str, method: str, notes: tuple[str, ...] = (),
+                   compact: bool = False) -> Artifact:
+        """Write ``obj`` as JSON (keys sorted; indented, or with ``compact`` on one line, which the C
+        encoder writes several times faster) to ``rel`` and record it as collected; returns the
+        :class:`Artifact`. Raises ``OSError`` when the bundle cannot be written."""
+        data = (json.dumps(obj, sort_keys=True, default=str, separators=(",", ":")) if compact
+                else json.dumps(obj, indent=2, sort_keys=True, default=str)).encode() + b"\n"
+        return self.write_bytes(rel, data, source, method, notes)
+
+    def write_bytes(self, rel: str, data: bytes, source: str, method: str, notes: tuple[str, ...] = ()) -> Artifact:
+        """Write ``data`` (generated in memory) to ``rel`` and record it as collected; returns the
+        :class:`Artifact`. Raises ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when
+        the bundle cannot be written (recorded first, like :meth:`create`, as an ``error`` artifact)."""
+        try:
+            with open(self._target(rel), "wb") as fh:
+                fh.write(data)
+        except OSError as e:
+            self.record(Artifact(rel, source, Status.ERROR, method, message=f"{type(e).__name__}: {e}",
+                                 notes=tuple(notes)))
+            raise
         return self.record(Artifact(rel, source, Status.COLLECTED, method, len(data),
-                                    hashlib.sha256(data).hexdigest(), notes=notes))
+                                    hashlib.sha256(data).hexdigest(), notes=tuple(notes)))
 
     def record(self, artifact: Artifact) -> Artifact:
         """Add one manifest record (any status) and return it."""

@@ -33,22 +33,31 @@ def resolve(root: str | os.PathLike, path: str) -> Path:
 
     Raises ``OSError(ELOOP)`` after :data:`MAX_SYMLINKS` links.
     """
-    root_p = Path(os.path.abspath(root))
+    return Path(_resolve(root, path))
+
+
+def _resolve(root: str | os.PathLike, path: str) -> str:
+    """:func:`resolve` as a plain string (what ``os.open`` takes; no pathlib on the per-file path)."""
+    root_s = os.path.abspath(root)
+    base = "" if root_s == "/" else root_s  # paths below root are base + "/" + ...
     parts = [p for p in str(path).split("/") if p not in ("", ".")]
+    parts.reverse()  # a stack: the next component is parts[-1]
     resolved: list[str] = []
+    reals: list[str] = [base]  # reals[i]: the real path of resolved[:i] (plain strings: pathlib is slow)
     hops = 0
     while parts:
-        name = parts.pop(0)
+        name = parts.pop()
         if name == "..":
             if resolved:
                 resolved.pop()
+                reals.pop()
             continue
-        candidate = root_p.joinpath(*resolved, name)
+        candidate = reals[-1] + "/" + name
         try:
             st = os.lstat(candidate)
         except OSError:
             resolved.append(name)
-            resolved.extend(p for p in parts if p != "..")  # missing: let open() report it
+            resolved.extend(p for p in reversed(parts) if p != "..")  # missing: let open() report it
             break
         if stat.S_ISLNK(st.st_mode):
             hops += 1
@@ -58,10 +67,12 @@ def resolve(root: str | os.PathLike, path: str) -> Path:
             tparts = [p for p in target.split("/") if p not in ("", ".")]
             if target.startswith("/"):
                 resolved = []
-            parts = tparts + parts
+                reals = [base]
+            parts.extend(reversed(tparts))
             continue
         resolved.append(name)
-    return root_p.joinpath(*resolved)
+        reals.append(candidate)
+    return root_s if not resolved else base + "/" + "/".join(resolved)
 
 
 def readlink(root: str | os.PathLike, path: str) -> str | None:
@@ -81,7 +92,7 @@ def open_regular(root: str | os.PathLike, path: str):
     ``O_NONBLOCK`` guarantees that even a FIFO swapped in between ``lstat`` and ``open`` never
     blocks; it is cleared again once the file is known to be regular.
     """
-    real = resolve(root, path)
+    real = _resolve(root, path)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     if os.geteuid() == 0:
         # Leave atime alone: evidence of when a file was last read belongs to the host, not to us.
@@ -114,7 +125,7 @@ def listdir(root: str | os.PathLike, path: str) -> list[str]:
     component swapped for a symlink in between is refused (ELOOP/ENOTDIR), and as root with
     ``O_NOATIME``, so that listing it leaves its atime alone; the names are read from that descriptor.
     (Resolving a symlink on the way, like any readlink, updates the link's own atime: unavoidable.)"""
-    real = resolve(root, path)
+    real = _resolve(root, path)
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     fd = None
     if os.geteuid() == 0 and getattr(os, "O_NOATIME", 0):
@@ -133,7 +144,7 @@ def listdir(root: str | os.PathLike, path: str) -> list[str]:
 def exists(root: str | os.PathLike, path: str) -> bool:
     """True when ``path`` under ``root`` exists (after safe resolution)."""
     try:
-        os.lstat(resolve(root, path))
+        os.lstat(_resolve(root, path))
         return True
     except OSError:
         return False

@@ -124,3 +124,24 @@ def test_unprivileged_run_records_unreadable_with_errno_13(tmp_path):
     assert rec["status"] == "unreadable" and rec["errno"] == 13
     assert arts["/var/log/dpkg.log"]["status"] == "collected"
     assert verify(outdir / "bundle") == []
+
+
+def test_copy_keeps_what_it_stored_and_paths_stay_inside(tmp_path):
+    root = _root(tmp_path)
+    w = BundleWriter(tmp_path / "b")
+    kept: list[bytes] = []
+    a = w.copy(root, "/var/log/dpkg.log", "packages/dpkg/dpkg.log", limit=10, keep=kept)
+    assert a.status is Status.TRUNCATED and b"".join(kept) == (w.dir / a.path).read_bytes() == b"2026-06-11"
+    kept = []
+    assert w.copy(root, "/var/log/missing.log", "packages/dpkg/missing.log", keep=kept).status is Status.ABSENT
+    assert kept == []
+    # a second file in an already created directory, a generated one beside it, and rel paths that
+    # leave the bundle
+    assert w.copy(root, "/etc/hostname", "packages/dpkg/hostname").status is Status.COLLECTED
+    a = w.write_bytes("packages/dpkg/x.json", b"{}\n", "generated", "test")
+    assert (a.size, (w.dir / "packages/dpkg/x.json").read_bytes()) == (3, b"{}\n")
+    for bad in ("../x", "/etc/x", "a/../../x", "", "."):
+        with pytest.raises(ValueError):
+            w.write_bytes(bad, b"", "generated", "test")
+    path, _ = w.finish()
+    assert verify(path) == []

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from collectors import containers, containers_parse as cp, probe
 from forensics.bundle import Bundle, BundleWriter
@@ -201,6 +203,36 @@ def test_plain_runc_state_and_missing_sources(tmp_path):
     assert statuses["/sys/fs/cgroup/devices/web/devices.list"] == "absent"
 
 
+def test_drop_ins_found_with_and_without_the_transient_listing(node, tmp_path, monkeypatch):
+    """The transient directory is listed once per run; names not in it are not looked up, and when it
+    cannot be listed every scope name is looked up as before."""
+    other = "deadbeef42"
+    _w(node / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{other}/config.json", json.dumps({}))
+    os.symlink("/nowhere", node / f"run/systemd/transient/cri-containerd-{other}.scope")  # dangling: not there
+    want = {"policy": "strict", "allow": ["/dev/char/195:255 rwm", "/dev/char/195:0 rwm", "char-136 rwm",
+                                          "/dev/char/1:3 rwm", "char-* m", "block-* m"]}
+    listdir = containers.hostfs.listdir
+    for n, broken in enumerate((False, True)):
+        if broken:
+            monkeypatch.setattr(containers.hostfs, "listdir", lambda root, path: (
+                (_ for _ in ()).throw(PermissionError(13, "denied")) if path == containers.TRANSIENT
+                else listdir(root, path)))
+        b = _acquire(node, tmp_path / f"b{n}")
+        recs = {r["id"]: r for r in containers.read(b, NodeFacts()).facts["containers"]}
+        assert recs[CID]["cgroup"]["systemd_drop_in"] == want
+        assert recs[other]["cgroup"]["systemd_drop_in"] is None
+        assert not any("transient" in a.source for a in b.artifacts() if other in a.source)
+
+
+def test_state_json_that_is_not_a_file_is_an_error_not_absent(node, tmp_path):
+    state = node / f"run/containerd/runc/k8s.io/{CID}/state.json"
+    state.unlink()
+    state.mkdir()
+    b = _acquire(node, tmp_path / "b")
+    art, = [a for a in b.artifacts() if a.source.endswith(f"{CID}/state.json")]
+    assert art.status.value == "error" and art.path is None and "not a regular file" in (art.message or "")
+
+
 def test_config_that_is_not_json_is_not_stored(node, tmp_path):
     _w(node / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{CID}/config.json", '{"process": {"env": ["A=s3cr3t"')
     b = _acquire(node, tmp_path / "b")
@@ -237,6 +269,63 @@ def test_url_credentials_and_env_allowlist():
     assert env[:3] == ["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443"]
     assert env[3] == "KUBERNETES_TOKEN=" + cp.redacted("x") and env[4] == "NOEQUALS"
     assert cp.redacted("x") == cp.redacted("x") != cp.redacted("y")
+
+
+def _walk_redact(obj):
+    """The plain recursive walk that :func:`cp.redact_spec` shortcuts (every string through
+    ``redact_text``): the reference its fast paths must agree with."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "env" and isinstance(v, list):
+                out[k] = cp.redact_env(v)
+            elif k == "args" and isinstance(v, list):
+                out[k] = cp.redact_args(v)
+            elif k in ("annotations", "labels") and isinstance(v, dict):
+                out[k] = {ak: (_walk_redact(av) if cp.kept_annotation(ak) else
+                               cp.redacted(av if isinstance(av, str) else json.dumps(av, sort_keys=True)))
+                          for ak, av in v.items()}
+            elif k == "labels" and isinstance(v, list):
+                out[k] = [_walk_redact(x) if not isinstance(x, str) else cp._redact_label(x) for x in v]
+            else:
+                out[k] = _walk_redact(v)
+        return out
+    if isinstance(obj, list):
+        return [_walk_redact(v) for v in obj]
+    if isinstance(obj, str):
+        return cp.redact_text(obj, p_flag=False)
+    return obj
+
+
+# strings made of the redaction rules' markers and their near misses (K is the Kelvin sign, which
+# lowercases to k; \0 is the separator of the list shortcut)
+_PIECES = st.sampled_from(["://", "u:p@", "@", "=", "b", "B", "Bearer ", "basic", "BASIC\t", "token", "TOKEN", "token=",
+                           "a.passw=", "=v", "Bearer x", "http://u:p@h/",
+                           "\u212aey", "key", "passwd", "auth", "credential", "-p", " ", "x", "/", "\0", "\u0130",
+                           "\u03a3", "é", "env", "args"])
+_TEXT = st.lists(_PIECES, max_size=8).map("".join)
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | _TEXT,
+                     lambda c: st.lists(c, max_size=5) | st.dictionaries(
+                         st.sampled_from(["env", "args", "annotations", "labels", "mounts", "x", "cdi.k8s.io/a"]) | _TEXT,
+                         c, max_size=5), max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_JSON)
+def test_redact_spec_shortcuts_agree_with_the_plain_walk(spec):
+    assert cp.redact_spec(spec) == _walk_redact(spec)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.lists(_TEXT, max_size=4))
+def test_redaction_shortcut_tests_never_skip_a_change(texts):
+    """``_plain`` / ``_text_unchanged`` say "unchanged" only when ``redact_text`` changes nothing, and
+    for a list only when it changes no item."""
+    for text in texts:
+        if cp._plain(text) or cp._text_unchanged(text):
+            assert cp.redact_text(text, p_flag=False) == text
+    if cp._text_unchanged("\0".join(texts)):
+        assert [cp.redact_text(t, p_flag=False) for t in texts] == texts
 
 
 def test_drop_in_reset_and_policy_order():
