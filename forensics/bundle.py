@@ -55,6 +55,37 @@ def canonical_sha256(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def _canonical_pieces(head: dict, artifacts: list[Artifact]):
+    """The text :func:`canonical_sha256` hashes, for ``head`` plus ``"artifacts"``, in pieces: the
+    same bytes as ``json.dumps(manifest, sort_keys=True, separators=(",", ":"))`` (a dict is
+    ``{`` + ``"key":value`` joined by ``,`` + ``}``), without the whole text in memory."""
+    compact = {"sort_keys": True, "separators": (",", ":")}
+    for i, key in enumerate(sorted([*head, "artifacts"])):
+        yield ("{" if i == 0 else ",") + json.dumps(key) + ":"
+        if key == "artifacts":
+            yield "["
+            for j, a in enumerate(artifacts):
+                yield ("," if j else "") + json.dumps(a.to_json(), **compact)
+            yield "]"
+        else:
+            yield json.dumps(head[key], **compact)
+    yield "}"
+
+
+def _manifest_pieces(head: dict, artifacts: list[Artifact]):
+    """manifest.json in pieces: sorted keys, two-space indent, one artifact record per line."""
+    for i, key in enumerate(sorted([*head, "artifacts"])):
+        yield ("{\n  " if i == 0 else ",\n  ") + json.dumps(key) + ": "
+        if key == "artifacts":
+            yield "["
+            for j, a in enumerate(artifacts):
+                yield ("," if j else "") + "\n    " + json.dumps(a.to_json(), sort_keys=True)
+            yield "\n  ]" if artifacts else "]"
+        else:
+            yield json.dumps(head[key], indent=2, sort_keys=True).replace("\n", "\n  ")
+    yield "\n}\n"
+
+
 class _HashingWriter(io.RawIOBase):
     def __init__(self, f):
         self.f, self.h, self.size = f, hashlib.sha256(), 0
@@ -202,12 +233,19 @@ class BundleWriter:
         Returns ``(final path, sha256 of manifest.json)``; for a ``.tar.gz`` the directory is archived
         and removed. The manifest's own hash is what the ticket should record.
         """
-        manifest = dict(self.meta)
-        manifest.update({"schema": SCHEMA, "tool_version": __version__, "complete": True,
-                         "artifacts": [a.to_json() for a in self.artifacts]})
-        manifest["self_sha256"] = canonical_sha256(manifest)
-        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        (self.dir / MANIFEST).write_bytes(data)
+        head = dict(self.meta)
+        head.update({"schema": SCHEMA, "tool_version": __version__, "complete": True})
+        head.pop("artifacts", None)
+        canonical = hashlib.sha256()
+        for piece in _canonical_pieces(head, self.artifacts):
+            canonical.update(piece.encode())
+        head["self_sha256"] = canonical.hexdigest()
+        digest = hashlib.sha256()
+        with open(self.dir / MANIFEST, "wb") as fh:
+            for piece in _manifest_pieces(head, self.artifacts):
+                b = piece.encode()
+                fh.write(b)
+                digest.update(b)
         (self.dir / INCOMPLETE).unlink()
         if self.tar:
             tmp = self.out.with_name(self.out.name + ".part")
@@ -217,7 +255,7 @@ class BundleWriter:
             shutil.rmtree(self.dir)
         else:
             os.rename(self.dir, self.out)
-        return self.out, hashlib.sha256(data).hexdigest()
+        return self.out, digest.hexdigest()
 
 
 @dataclass

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import tarfile
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.artifact import Status
+from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle, BundleError, BundleWriter, verify
 from forensics.cli import main
 from privdrop import run_as_nobody
@@ -145,3 +146,26 @@ def test_copy_keeps_what_it_stored_and_paths_stay_inside(tmp_path):
             w.write_bytes(bad, b"", "generated", "test")
     path, _ = w.finish()
     assert verify(path) == []
+
+
+def test_manifest_is_written_in_pieces_that_equal_the_whole(tmp_path):
+    # finish() never holds the manifest text whole (7,000 records on a big node); the pieces it hashes
+    # must be exactly the canonical JSON verify() recomputes, and the file one record per line
+    from forensics.bundle import _canonical_pieces, canonical_sha256
+    w = BundleWriter(tmp_path / "b")
+    w.write_json("x/é.json", {"k": "\u2028"}, source="/x", method="generated")
+    w.record(Artifact(None, "/etc/ünreadable", Status.UNREADABLE, "copy", errno=13, message="Permission denied",
+                      notes=("root would read it",)))
+    w.meta.update({"node": "gpu-nödé", "node_facts": {"tz": "Asia/Seoul", "boots": [{"a": None}]}, "incidents": []})
+    out, sha = w.finish()
+    text = (out / "manifest.json").read_text()
+    m = json.loads(text)
+    assert m["self_sha256"] == canonical_sha256(m)
+    head = {k: v for k, v in m.items() if k not in ("artifacts", "self_sha256")}
+    arts = [Artifact.from_json(a) for a in m["artifacts"]]
+    assert "".join(_canonical_pieces(head, arts)) == json.dumps(
+        {**head, "artifacts": m["artifacts"]}, sort_keys=True, separators=(",", ":"))
+    assert sha == hashlib.sha256(text.encode()).hexdigest()
+    lines = text.splitlines()
+    assert sum(line.startswith('    {"errno": ') for line in lines) == 2  # one record per line
+    assert verify(out) == []
