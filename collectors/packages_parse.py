@@ -15,6 +15,7 @@ Formats (see ../shared/research/formats.md section 2):
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 import zlib
@@ -86,37 +87,45 @@ def _naive(text: str, fmt: str) -> datetime | None:
     return when if 1 < when.year < 9999 else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _seconds(text: str) -> datetime | None:
+    """``YYYY-MM-DD HH:MM:SS`` -> naive datetime, or ``None`` (:func:`_naive`); memoised, because the
+    lines of one dpkg or unattended-upgrades run share their seconds."""
+    return _naive(text, "%Y-%m-%d %H:%M:%S")
+
+
 def _version(token: str) -> str | None:
-    return None if _NONE.match(token) else token
+    return None if token[:1] == "<" and _NONE.match(token) else token
 
 
 def parse_dpkg_line(line: str) -> DpkgLine | None:
     """Parse one dpkg.log line (without its newline). ``None`` when it has no valid timestamp."""
     m = _DPKG.match(line)
-    when = _naive(m.group(1), "%Y-%m-%d %H:%M:%S") if m else None
+    stamp = m.group(1) if m else None
+    when = _seconds(stamp) if m else None
     if when is None:
         return None
     rest = (m.group(2) or "").rstrip(" ")
     words = rest.split(" ")
     verb = words[0]
     if verb in DPKG_PKG_ACTIONS and len(words) == 4 and all(words[1:]):
-        return DpkgLine(when, m.group(1), verb, words[1], _version(words[2]), _version(words[3]), None, True)
+        return DpkgLine(when, stamp, verb, words[1], _version(words[2]), _version(words[3]), None, True)
     if verb == "status" and len(words) == 4 and all(words[1:]):
-        return DpkgLine(when, m.group(1), verb, words[2], None, _version(words[3]), words[1], True)
+        return DpkgLine(when, stamp, verb, words[2], None, _version(words[3]), words[1], True)
     if verb == "startup" and len(words) >= 2 and all(words[1:]):
-        return DpkgLine(when, m.group(1), verb, None, None, None, " ".join(words[1:]), True)
+        return DpkgLine(when, stamp, verb, None, None, None, " ".join(words[1:]), True)
     if verb == "conffile" and len(words) >= 3 and words[-1] in ("install", "keep"):
         path = rest[len("conffile "):-len(words[-1]) - 1]  # a conffile path may hold spaces
         if path:
-            return DpkgLine(when, m.group(1), verb, path, None, None, words[-1], True)
-    return DpkgLine(when, m.group(1), "unknown", None, None, None, None, False)
+            return DpkgLine(when, stamp, verb, path, None, None, words[-1], True)
+    return DpkgLine(when, stamp, "unknown", None, None, None, None, False)
 
 
 def parse_history_date(value: str) -> datetime | None:
     """``2026-11-30  01:47:38`` (apt writes two spaces; any run of blanks is accepted) -> naive
     local datetime, or ``None`` when it is not a valid date."""
     m = _HIST_DATE.match(value.strip())
-    return _naive(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S") if m else None
+    return _seconds(f"{m.group(1)} {m.group(2)}") if m else None
 
 
 def split_history_tag(line: str) -> tuple[str, str] | None:
@@ -167,7 +176,7 @@ def parse_uu_line(line: str) -> UuLine | None:
     """Parse one unattended-upgrades.log line; ``None`` when it has no valid timestamp (a
     continuation line of a multi-line message, or garbage)."""
     m = _UU.match(line)
-    when = _naive(m.group(1), "%Y-%m-%d %H:%M:%S") if m else None
+    when = _seconds(m.group(1)) if m else None
     if when is None:
         return None
     text = m.group(1)

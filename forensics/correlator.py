@@ -5,6 +5,7 @@ Input is only what was read from the bundle (events, coverage, node facts, the m
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -64,13 +65,15 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
         out.append(Incident(f"I{i}", spec.get("symptom") or "GPU lost inside the pod (window given with --incident)",
                             s, e, "--incident", spec.get("label")))
     _from_metrics(out, metric or [], cov)
-    errors = [e for e in events if e.kind == "journal.nvml-error"]
-    healthy = [e for e in events if e.kind == "journal.healthy"]
+    kinds = _by_kind(events, ("journal.nvml-error", "journal.healthy", "container.log-error", "container.log-healthy",
+                              "container.created"))
+    healthy: dict[str, list[Event]] = {}  # per pod (or unit), in timeline order
+    for h in kinds["journal.healthy"]:
+        healthy.setdefault(h.attrs.get("pod") or h.attrs.get("unit") or h.attrs.get("identifier"), []).append(h)
     last_error: dict[str, datetime] = {}
-    for err in errors:
+    for err in kinds["journal.nvml-error"]:
         key = err.attrs.get("pod") or err.attrs.get("unit") or err.attrs.get("identifier") or "?"
-        good = [h for h in healthy if (h.attrs.get("pod") or h.attrs.get("unit") or h.attrs.get("identifier")) == key
-                and h.at <= err.at]
+        good = [h for h in healthy.get(key, ()) if h.at <= err.at]
         last_good = good[-1] if good else None
         if key in last_error and (last_good is None or last_good.at < last_error[key]):
             continue  # the same outage goes on
@@ -84,7 +87,7 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
         if not last_good:
             inc.notes.append("no healthy marker before the first error: the window starts at the journal's first entry")
         out.append(inc)
-    _from_containers(out, events, broken or [], collected_at)
+    _from_containers(out, kinds, broken or [], collected_at)
     for n, inc in enumerate(sorted(out, key=lambda x: x.end), 1):
         inc.id = f"I{n}"
     return sorted(out, key=lambda x: x.end)
@@ -126,11 +129,20 @@ def _from_metrics(out: list[Incident], metric: list[dict], cov: dict[str, Covera
     out.extend(tight)
 
 
+def _by_kind(events: list[Event], kinds: tuple[str, ...]) -> dict[str, list[Event]]:
+    """The events of each of ``kinds``, in their order, from one pass over ``events``."""
+    out: dict[str, list[Event]] = {k: [] for k in kinds}
+    for e in events:
+        if e.kind in out:
+            out[e.kind].append(e)
+    return out
+
+
 def _pod_key(attrs: dict) -> str:
     return f"{attrs.get('namespace') or attrs.get('pod_namespace') or ''}/{attrs.get('pod') or attrs.get('id') or '?'}"
 
 
-def _from_containers(out: list[Incident], events: list[Event], broken: list[dict],
+def _from_containers(out: list[Incident], kinds: dict[str, list[Event]], broken: list[dict],
                      collected_at: datetime | None) -> None:
     """Open incidents from container evidence (issue 3's detector), in place.
 
@@ -142,9 +154,8 @@ def _from_containers(out: list[Incident], events: list[Event], broken: list[dict
     An existing incident whose window lies inside the new one already brackets the same outage more
     tightly: the container is added to its evidence instead of opening a wider incident.
     """
-    errors = [e for e in events if e.kind == "container.log-error"]
-    healthy = [e for e in events if e.kind == "container.log-healthy"]
-    created = {e.attrs.get("id"): e for e in events if e.kind == "container.created"}
+    errors, healthy = kinds["container.log-error"], kinds["container.log-healthy"]
+    created = {e.attrs.get("id"): e for e in kinds["container.created"]}
     by_pod = {_pod_key(e.attrs): e for e in created.values()}
     candidates: list[tuple[datetime | None, datetime | None, str, list[dict]]] = []
     seen: set[str] = set()
@@ -184,19 +195,28 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], pre
               broken: list[dict] | None = None, metric: list[dict] | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
     """Weigh every cause in :data:`forensics.verdicts.RULES` for every incident.
 
-    ``events`` must be sorted by time; ``broken`` lists exposure rows of containers that lost their GPU.
-    Returns ``(incidents with causes, coverage by source)``.
+    ``events`` must be sorted by time (each rule then sees only its window, from
+    :data:`~forensics.verdicts.REQUESTER_LOOKBACK` before it; out of order, every rule reads them all);
+    ``broken`` lists exposure rows of containers that lost their GPU. Returns ``(incidents with causes,
+    coverage by source)``.
     """
     collected = (manifest.get("collection") or {}).get("start")
     done = {a.get("source") for a in manifest.get("artifacts", []) if a.get("status") == "collected"}
     cov = coverage_map(coverage, parse_iso(collected) if collected else None, done)
     incidents = incidents_from(manifest.get("incidents") or [], events, cov, broken,
                                parse_iso(collected) if collected else None, metric)
+    times = [e.at for e in events]
+    ordered = all(a <= b for a, b in zip(times, times[1:]))
+    boots = [e for e in events if e.kind == "journal.boot"]
     for inc in incidents:
+        near = events
+        if ordered:  # the rules look at the window, and for a reload's requester a little before and after it
+            lo = bisect_left(times, inc.start - verdicts.REQUESTER_LOOKBACK)
+            near = events[lo:bisect_right(times, inc.end + verdicts.REQUESTER_LOOKAHEAD, lo)]
         inc.causes = [
-            verdicts.daemon_reload(inc.start, inc.end, events, cov, preconditions),
-            verdicts.package_transaction(inc.start, inc.end, events, cov),
-            verdicts.reboot(inc.start, inc.end, events, cov, (manifest.get("node_facts") or {}).get("boot_id")),
+            verdicts.daemon_reload(inc.start, inc.end, near, cov, preconditions),
+            verdicts.package_transaction(inc.start, inc.end, near, cov),
+            verdicts.reboot(inc.start, inc.end, boots, cov, (manifest.get("node_facts") or {}).get("boot_id")),
         ]
     return incidents, cov
 

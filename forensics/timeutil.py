@@ -8,7 +8,9 @@ the analysing machine's zone.
 from __future__ import annotations
 
 import io
+from bisect import bisect_right
 from datetime import datetime, timezone, tzinfo
+from typing import Callable, Iterable
 
 from dateutil import parser as _dparser
 from dateutil import tz as _dtz
@@ -47,14 +49,12 @@ def _localize(naive: datetime, zone: tzinfo) -> tuple[datetime, tuple[str, ...]]
     Flags: ``dst-fold`` when the wall time occurred twice (the first occurrence is taken),
     ``dst-gap`` when it never occurred (shifted forward, as dateutil's ``resolve_imaginary`` does).
     """
-    flags: tuple[str, ...] = ()
     local = naive.replace(tzinfo=zone, fold=0)
-    if not _dtz.datetime_exists(local):
-        flags = ("dst-gap",)
-        local = _dtz.resolve_imaginary(local)
-    elif _dtz.datetime_ambiguous(local):
-        flags = ("dst-fold",)
-    return local.astimezone(UTC), flags
+    utc = local.astimezone(UTC)
+    # dateutil's datetime_exists(local), sharing the conversion to UTC: the wall time survives a round trip
+    if utc.astimezone(zone).replace(tzinfo=None) != local.replace(tzinfo=None):
+        return _dtz.resolve_imaginary(local).astimezone(UTC), ("dst-gap",)
+    return utc, ("dst-fold",) if _dtz.datetime_ambiguous(local) else ()
 
 
 def parse_iso(text: str) -> datetime:
@@ -71,6 +71,24 @@ def parse_iso(text: str) -> datetime:
         return dt.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"time {text!r} is out of range once converted to UTC") from None
+
+
+def within(windows: Iterable[tuple[datetime, datetime]]) -> Callable[[datetime], bool]:
+    """A test ``t -> bool``: is ``t`` inside one of the closed ``windows`` ``(lo, hi)``. The windows
+    are merged and sorted once, so each test is one bisection instead of a scan of every window
+    (a timeline asks it for every dpkg.log line). A window with ``lo > hi`` holds nothing."""
+    merged: list[list[datetime]] = []
+    for lo, hi in sorted(w for w in windows if w[0] <= w[1]):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    starts = [lo for lo, _ in merged]
+
+    def inside(t: datetime) -> bool:
+        i = bisect_right(starts, t)
+        return i > 0 and t <= merged[i - 1][1]
+    return inside
 
 
 def iso_z(dt: datetime | None) -> str | None:

@@ -17,6 +17,8 @@ from .timeutil import human, iso_z
 CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded", "undetermined"
 #: how far before a reload without a caller line we look for what requested it
 REQUESTER_LOOKBACK = timedelta(seconds=300)
+#: and how far after it (the requester's own line can be logged just after PID 1's)
+REQUESTER_LOOKAHEAD = timedelta(seconds=2)
 #: dpkg actions that run maintainer scripts (and with them ``systemctl daemon-reload``)
 SCRIPTED_ACTIONS = {"install", "upgrade", "configure", "remove", "purge", "trigproc"}
 
@@ -121,7 +123,7 @@ def requester(reload: Event, events: list[Event]) -> dict:
     if a.get("requester_pid") is not None:
         return {"unit": a.get("requester_unit"), "pid": a.get("requester_pid"), "comm": a.get("requester_comm"),
                 "basis": "caller-line", "_evidence": []}
-    lo, hi = reload.at - REQUESTER_LOOKBACK, reload.at + timedelta(seconds=2)
+    lo, hi = reload.at - REQUESTER_LOOKBACK, reload.at + REQUESTER_LOOKAHEAD
     near = [e for e in events if lo <= e.at <= hi and e is not reload]
     sighup = [e for e in near if e.kind == "journal.sighup"]
     if sighup:

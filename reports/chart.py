@@ -17,11 +17,13 @@ import html
 import io
 import math
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
@@ -29,6 +31,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
+from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
 
 #: top to bottom
@@ -81,6 +84,8 @@ class _Ctx:
     tz: timezone
     tzlabel: str
     events: list = field(default_factory=list)     # (datetime UTC, lane, style key, entry)
+    by_kind: dict = field(default_factory=dict)    # style key -> its events, in timeline order
+    kind_times: dict = field(default_factory=dict)  # style key -> their times, when in time order
     windows: list = field(default_factory=list)    # (id, label, start, end)
     gaps: list = field(default_factory=list)       # (lane, strip, strips, start|None, end|None, source, reason)
     first: datetime | None = None                  # the dated evidence spans first .. last (unpadded)
@@ -173,7 +178,13 @@ def _context(a: dict) -> _Ctx:
         lane = _lane(e.get("kind") or "")
         if t and lane:
             ctx.events.append((t, lane, _style(e), e))
-    reloads = {t for t, _, k, _ in ctx.events if k == "journal.reload"}
+    for ev in ctx.events:
+        ctx.by_kind.setdefault(ev[2], []).append(ev)
+    for kind, evs in ctx.by_kind.items():
+        times = [ev[0] for ev in evs]
+        if all(a <= b for a, b in zip(times, times[1:])):
+            ctx.kind_times[kind] = times
+    reloads = {t for t, *_ in ctx.by_kind.get("journal.reload", ())}
     ctx.inferred = [(t, rb) for t, rb in ctx.requesters.items()
                     if rb.get("basis") == "inferred" and not any(abs(t - r) < timedelta(seconds=1) for r in reloads)]
     per_lane: dict[str, list[dict]] = {}
@@ -186,6 +197,14 @@ def _context(a: dict) -> _Ctx:
             ctx.gaps.append((lane, i, len(gs), _when(cov.get("start")), _when(cov.get("end")),
                              str(g.get("source")), str(g.get("reason") or "")))
     return ctx
+
+
+def _between(ctx: _Ctx, kind: str, lo: datetime, hi: datetime) -> list:
+    """The events of style ``kind`` from ``lo`` to ``hi`` (inclusive), in timeline order."""
+    times = ctx.kind_times.get(kind)
+    if times is None:  # a timeline out of time order: look at each one
+        return [ev for ev in ctx.by_kind.get(kind, ()) if lo <= ev[0] <= hi]
+    return ctx.by_kind[kind][bisect_left(times, lo):bisect_right(times, hi)]
 
 
 def _lane(kind: str) -> str | None:
@@ -258,7 +277,7 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
     for lane, strip, strips, cs, ce, source, reason in ctx.gaps:
         _gap(ax, y[lane], strip, strips, cs, ce, source, reason, lo, hi, ctx)
     for kind in STYLES:
-        pts = [(t, y[lane]) for t, lane, k, _ in ctx.events if k == kind and lo <= t <= hi]
+        pts = [(t, y[lane]) for t, lane, _, _ in _between(ctx, kind, lo, hi)]
         if pts:
             _markers(ax, pts, kind, lo, hi)
     for t, _rb in ctx.inferred:
@@ -306,7 +325,7 @@ def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
 def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str]]:
     """The reload labels of one panel: ``(time, text)``, one per cluster of reloads closer together
     than a label's height (a package run can reload systemd several times in a second)."""
-    items = [(t, _requester(e, ctx)) for t, _, k, e in ctx.events if k == "journal.reload" and lo <= t <= hi]
+    items = [(t, _requester(e, ctx)) for t, _, _, e in _between(ctx, "journal.reload", lo, hi)]
     items += [(t, _who(rb) + " (inferred)") for t, rb in ctx.inferred if lo <= t <= hi]
     items.sort(key=lambda x: x[0])
     sep = (hi - lo) * LABEL_SEP_PT / AXES_PT
@@ -331,8 +350,41 @@ def _label_height_pt(labels) -> float:
 
 
 def _width_pt(text: str) -> float:
-    return TextPath((0, 0), text.replace("$", "S"), size=SMALL, prop=FontProperties(family="DejaVu Sans")
-                    ).get_extents().width
+    return _ink_width(TextPath((0, 0), text.replace("$", "S"), size=SMALL, prop=FontProperties(family="DejaVu Sans")))
+
+
+_PLAIN_CODES = (MplPath.MOVETO, MplPath.LINETO, MplPath.CURVE3, MplPath.CLOSEPOLY)
+
+
+def _ink_width(path) -> float:
+    """``path.get_extents().width``, computed for all segments at once: the same points (segment ends,
+    and each quadratic's x extremum), without a Python object per Bézier segment (a label's glyphs hold
+    hundreds). Paths of another shape (cubic curves, a stray CLOSEPOLY) go to ``get_extents``."""
+    v, c = path.vertices, path.codes
+    n = len(v)
+    if (c is None or n == 0 or c[0] != MplPath.MOVETO or not np.isin(c, _PLAIN_CODES).all()
+            or not np.isfinite(v).all()):
+        return path.get_extents().width
+    close = np.flatnonzero(c == MplPath.CLOSEPOLY)
+    if (c[np.minimum(close + 1, n - 1)][close + 1 < n] != MplPath.MOVETO).any():
+        return path.get_extents().width  # a segment starting at a CLOSEPOLY vertex
+    x = v[:, 0]
+    quad = c == MplPath.CURVE3  # two vertices per segment: control point, end point
+    at = np.arange(n)
+    run = np.maximum.accumulate(np.where(quad & ~np.r_[False, quad[:-1]], at, 0))
+    ctrl = quad & ((at - run) % 2 == 0)
+    i = np.flatnonzero(ctrl)
+    if len(i) and (i[-1] + 1 >= n or not quad[i + 1].all()):
+        return path.get_extents().width
+    p0, p1, p2 = x[i - 1], x[i], x[i + 1]
+    d = p0 - 2 * p1 + p2
+    p0, p1, p2, d = (a[np.abs(2 * d) >= 1e-12] for a in (p0, p1, p2, d))  # as bezier._real_roots_in_01
+    t = (p0 - p1) / d
+    inside = (t >= 0) & (t <= 1)
+    p0, p1, p2, t = p0[inside], p1[inside], p2[inside], t[inside]
+    xs = np.concatenate([x[(c == MplPath.MOVETO) | (c == MplPath.LINETO) | (quad & ~ctrl)],
+                         (1 - t) ** 2 * p0 + 2 * t * (1 - t) * p1 + t ** 2 * p2])
+    return float(xs.max() - xs.min())
 
 
 def _draw_labels(ax, labels, yj) -> None:
@@ -344,7 +396,7 @@ def _draw_labels(ax, labels, yj) -> None:
 
 
 def _legend(fig, ctx: _Ctx) -> None:
-    kinds = {k for _, _, k, _ in ctx.events} | ({"journal.reload"} if ctx.inferred else set())
+    kinds = set(ctx.by_kind) | ({"journal.reload"} if ctx.inferred else set())
     handles = []
     for k, (text, marker, colour, size, filled) in STYLES.items():
         if k in kinds:

@@ -10,12 +10,13 @@ import json
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Iterator
 
 import jinja2
 import markupsafe
 from dateutil import parser as _dparser
 
-from .chart import timeline_svg
+from forensics.timeutil import within
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
@@ -41,14 +42,19 @@ _MD_ENV.filters["md"] = md
 NEAR = timedelta(hours=1)
 
 
+def _when(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)  # what analysis.json holds ("...Z"): the fast path
+    except ValueError:
+        return _dparser.isoparse(text)
+
+
 def _shown_timeline(a: dict) -> tuple[list[dict], int]:
-    windows = [(_dparser.isoparse(i["window"]["start"]) - NEAR, _dparser.isoparse(i["window"]["end"]) + NEAR)
-               for i in a["incidents"]]
+    near = within((_when(i["window"]["start"]) - NEAR, _when(i["window"]["end"]) + NEAR) for i in a["incidents"])
     shown, hidden = [], 0
     for e in a["timeline"]:
         if e["kind"] in ("package.dpkg-action", "journal.requester", "journal.reload-finished"):
-            t = _dparser.isoparse(e["at"])
-            if not any(lo <= t <= hi for lo, hi in windows):
+            if not near(_when(e["at"])):
                 hidden += 1
                 continue
         shown.append(e)
@@ -57,11 +63,17 @@ def _shown_timeline(a: dict) -> tuple[list[dict], int]:
 
 def html(a: dict) -> str:
     """The self-contained HTML postmortem (no external CSS, JS or fonts)."""
+    return "".join(_html_parts(a))
+
+
+def _html_parts(a: dict) -> Iterator[str]:
+    """:func:`html` piece by piece, as the template produces it (``write`` streams it to the file)."""
+    from .chart import timeline_svg  # matplotlib is imported only when a picture is drawn
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
     # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
-    return _ENV.get_template("report.html.j2").render(a=a, timeline=shown, hidden=hidden, generated=_now(),
-                                                       chart=markupsafe.Markup(timeline_svg(a)))
+    return _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
+                                                         chart=markupsafe.Markup(timeline_svg(a)))
 
 
 #: ticket bodies beyond this are cut (Jira and GitHub comments read best short); report.html has all
@@ -84,8 +96,17 @@ def markdown(a: dict) -> str:
 def to_json(a: dict) -> str:
     """The analysis as JSON, one object per line of the top level (compact inside: the indenting
     encoder is pure Python and several times slower on a big timeline)."""
-    parts = [f"  {json.dumps(k)}: {json.dumps(v, default=str, separators=(',', ':'))}" for k, v in a.items()]
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    return "".join(_json_parts(a))
+
+
+def _json_parts(a: dict) -> Iterator[str]:
+    """:func:`to_json` one top-level key at a time (``write`` streams them to the file)."""
+    yield "{\n"
+    sep = ""
+    for k, v in a.items():
+        yield f"{sep}  {json.dumps(k)}: {json.dumps(v, default=str, separators=(',', ':'))}"
+        sep = ",\n"
+    yield "\n}\n"
 
 
 def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None) -> list[Path]:
@@ -100,10 +121,12 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
         rules.parent.mkdir(parents=True, exist_ok=True)
         rules.write_text(audit["suggested_rules_yaml"], encoding="utf-8")
         done.append(rules)
-    for path, fn in ((html_path, html), (md_path, markdown), (json_path, to_json)):
+    # the big ones are written piece by piece: a report of a busy node is tens of MB of text
+    for path, parts in ((html_path, _html_parts), (md_path, lambda a: [markdown(a)]), (json_path, _json_parts)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(fn(a), encoding="utf-8")
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(parts(a))
             done.append(Path(path))
     return done
 

@@ -13,6 +13,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import TextPath
+
+from reports import chart
 from reports.chart import timeline_svg, write_png
 
 
@@ -148,3 +152,17 @@ def test_write_png(node3, tmp_path):
     p = write_png(node3, tmp_path / "t.png")
     head = p.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(head[16:20], "big") >= 900
+
+
+@pytest.mark.parametrize("text", ["apt-daily-upgrade.service, snapd.se\u2026 \u00d717", "session-12.scope 21:31:11",
+                                  "<script>alert(1)</script>", "S x S", "j", "f", "\u01c4", "   a  ", "\u6f22\u5b57 \u00e9",
+                                  "e\u0301", "requester unknown (inferred)", "\u2026"])
+def test_label_width_is_the_ink_extent_matplotlib_computes(text):
+    path = TextPath((0, 0), text, size=chart.SMALL, prop=FontProperties(family="DejaVu Sans"))
+    assert chart._ink_width(path) == pytest.approx(path.get_extents().width, abs=1e-9)
+
+
+def test_timeline_out_of_time_order_draws_the_same_words(node3):
+    shuffled = copy.deepcopy(node3)
+    shuffled["timeline"].reverse()
+    assert words(timeline_svg(shuffled)) == words(timeline_svg(node3))

@@ -120,3 +120,14 @@ def test_report_md_of_a_big_node_is_cut_but_keeps_the_bundle_hash(demo):
     md = render.markdown(big)
     assert len(md) < render.MD_LIMIT and "cut to fit a ticket" in md
     assert md.rstrip().endswith(f"`{a['bundle']['manifest_sha256']}`.")
+
+
+def test_reports_written_piece_by_piece_are_the_reports(demo, tmp_path):
+    from reports import render
+    _out, a = demo
+    written = render.write(a, tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json")
+    assert [p.name for p in written] == ["gpu-alerts.rules.yml", "r.html", "r.md", "r.json"]
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == a
+    stamp = re.compile(r"report generated \S+")  # the only part that moves between two renderings
+    assert stamp.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == stamp.sub("", render.html(a))

@@ -12,12 +12,13 @@ from __future__ import annotations
 import gzip
 import json
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from dateutil import tz as dtz
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from collectors import containers_parse as cp
@@ -26,7 +27,7 @@ from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
 from forensics.cli import UsageError, parse_incident
 from forensics.events import KINDS, NodeFacts, Reading
-from forensics.timeutil import parse_iso, tz_from_tzif
+from forensics.timeutil import _localize, parse_iso, tz_from_tzif, within
 
 settings.register_profile("parsers", max_examples=200, deadline=None, database=None,
                           phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no slow "explain" phase
@@ -474,3 +475,33 @@ def test_parse_incident_raises_only_usage_error(text):
     except UsageError:
         return
     assert parse_iso(inc["start"]) <= parse_iso(inc["end"])
+
+
+# -- time helpers that stand in for slower definitions -----------------------------------------------------
+MOMENT = st.datetimes(datetime(2026, 1, 1), datetime(2026, 12, 31), timezones=st.just(timezone.utc))
+
+
+@given(st.lists(st.tuples(MOMENT, MOMENT), max_size=6), st.lists(MOMENT, max_size=20))
+def test_within_is_a_scan_of_every_window(windows, moments):
+    near = within(windows)
+    for t in moments + [w for pair in windows for w in pair] + [w + timedelta(microseconds=d) for pair in windows
+                                                                  for w in pair for d in (-1, 1)]:
+        assert near(t) == any(lo <= t <= hi for lo, hi in windows)
+
+
+@given(st.datetimes(datetime(1900, 1, 1), datetime(2100, 1, 1)), st.sampled_from(["Europe/Berlin", "America/New_York",
+                                                                                   "Australia/Lord_Howe", "Asia/Seoul"]))
+@example(datetime(2026, 3, 8, 2, 30), "America/New_York")  # a gap
+@example(datetime(2026, 11, 1, 1, 30), "America/New_York")  # a fold
+@example(datetime(2026, 10, 4, 2, 15), "Australia/Lord_Howe")  # half-hour gap
+@example(datetime(2026, 4, 5, 1, 45), "Australia/Lord_Howe")  # half-hour fold
+@example(datetime(1988, 5, 8, 2, 30), "Asia/Seoul")  # the last Korean DST
+def test_localize_is_dateutils_definition(naive, name):
+    zone = BERLIN if name == "Europe/Berlin" else tz_from_tzif(Path(f"/usr/share/zoneinfo/{name}").read_bytes(), name)
+    for t in (naive, naive.replace(minute=0, second=0, microsecond=0)):  # transitions fall on whole hours mostly
+        local = t.replace(tzinfo=zone, fold=0)
+        if not dtz.datetime_exists(local):
+            want = (dtz.resolve_imaginary(local).astimezone(timezone.utc), ("dst-gap",))
+        else:
+            want = (local.astimezone(timezone.utc), ("dst-fold",) if dtz.datetime_ambiguous(local) else ())
+        assert _localize(t, zone) == want

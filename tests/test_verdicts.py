@@ -158,3 +158,27 @@ def test_reload_found_in_a_window_the_journal_only_partly_covers_says_it_may_not
     c = verdicts.daemon_reload(T("2026-01-05T00:00:00"), T("2026-11-30T02:00:00"), ev,
                                cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
     assert c.verdict == "confirmed" and "may not be the first" in c.reason
+
+
+def test_correlate_weighs_only_the_window_and_the_requester_lookback_but_finds_the_same():
+    """correlate() hands each rule the events from REQUESTER_LOOKBACK before the window to just after it:
+    a requester 290 s before a reload at the window's start is still found, and package lines outside
+    the window (one a day for a year) change nothing, in time order or not."""
+    m = {"incidents": [{"start": "2026-09-02T04:05:00Z", "end": "2026-09-02T04:10:00Z"}],
+         "collection": {"start": "2026-11-30T00:00:00Z"}}
+    sudo = Event(T("2026-09-02T04:00:11"), "journal", "journal.requester", "sudo: systemctl daemon-reload",
+                 {"identifier": "sudo", "unit": "session-3.scope", "pid": 4711, "message": "COMMAND=/bin/systemctl daemon-reload"},
+                 {"artifact": "journal/entries.jsonl", "line": 3})
+    daily = [Event(T("2026-01-01T03:00:00") + timedelta(days=d), "dpkg", "package.dpkg-action", "upgrade x 1 2",
+                   {"action": "upgrade", "package": "x"}, {"artifact": "packages/dpkg/dpkg.log", "line": d})
+             for d in range(365) if d != 244]
+    ev = sorted(daily + [sudo, reload("2026-09-02T04:05:01")], key=lambda e: e.at)
+    coverage = [Coverage("journal", T("2026-01-01T00:00:00"), T("2026-11-30T00:00:00"), "journal span"),
+                Coverage("dpkg", T("2026-01-01T00:00:00"), T("2026-11-30T00:00:00"), "dpkg span")]
+    (inc,), _ = correlate(m, ev, coverage, PRE)
+    reload_cause, packages, reboot = inc.causes
+    assert reload_cause.verdict == "confirmed" and reload_cause.requested_by["unit"] == "session-3.scope"
+    assert "290 s before the reload" in reload_cause.requested_by["inferred_from"]
+    assert packages.verdict == "excluded" and reboot.verdict == "excluded"
+    (shuffled,), _ = correlate(m, ev[::-1], coverage, PRE)
+    assert [(c.kind, c.verdict) for c in shuffled.causes] == [(c.kind, c.verdict) for c in inc.causes]
