@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -43,10 +43,9 @@ class Artifact:
 
     def to_json(self) -> dict:
         """Return the manifest record as a JSON-ready dict (status as its string value)."""
-        d = asdict(self)
-        d["status"] = self.status.value
-        d["notes"] = list(self.notes)
-        return d
+        return {"path": self.path, "source": self.source, "status": self.status.value, "method": self.method,
+                "size": self.size, "sha256": self.sha256, "errno": self.errno, "message": self.message,
+                "notes": list(self.notes)}
 
     @classmethod
     def from_json(cls, d: dict) -> "Artifact":

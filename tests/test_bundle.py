@@ -169,3 +169,12 @@ def test_manifest_is_written_in_pieces_that_equal_the_whole(tmp_path):
     lines = text.splitlines()
     assert sum(line.startswith('    {"errno": ') for line in lines) == 2  # one record per line
     assert verify(out) == []
+
+
+def test_artifact_record_names_every_field():
+    # to_json is written out by hand (asdict is slow on 7,000 records): it must not miss a field
+    from dataclasses import fields
+    a = Artifact("p", "/s", Status.TRUNCATED, "m", 1, "0" * 64, 27, "msg", ("n",))
+    d = a.to_json()
+    assert list(d) == [f.name for f in fields(Artifact)] and d["status"] == "truncated" and d["notes"] == ["n"]
+    assert Artifact.from_json(d) == a
