@@ -48,12 +48,13 @@ ENV_ALLOW = re.compile(r"^(?!(?s:.*)(?i:" + "|".join(CRED_WORDS) + r"))"
                        r"DEVICE_DISCOVERY_STRATEGY|MIG_STRATEGY|CDI_ANNOTATION_PREFIX|FAIL_ON_INIT_ERROR|"
                        r"NVIDIA_CDI_HOOK_PATH|NVIDIA_CTK_PATH|CONTAINER_DRIVER_ROOT|DRIVER_ROOT_CTR_PATH)\Z")
 #: free-text rules of :func:`redact_text` (each linear in the text's length)
-_AUTH_SCHEME = re.compile(r"(?i)\b(?P<name>bearer|basic)(?P<sp>\s+)(?!<redacted)(?P<v>\S+)")
+#: the scheme word stands alone (not ``monitoring-plugins-basic``) and its value is on the same line
+_AUTH_SCHEME = re.compile(r"(?i)(?<![\w.\-])(?P<name>bearer|basic)(?P<sp>[ \t]+)(?!<redacted)(?P<v>\S+)")
 _AUTH_SCHEME_LAST = re.compile(r"(?i)\b(?:bearer|basic)\s*\Z")
 _ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?!<redacted)(?P<v>\S+)")
 _ASSIGN_WORDS = re.compile(r"(?i)token|secret|passw|key|auth|credential")
 _ASSIGN_HINTS = ("token", "secret", "passw", "key", "auth", "credential")  #: the same words, for ``in``
-_P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>\s*)(?![\-\s]|<redacted)(?P<v>\S+)")
+_P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>[ \t]*)(?![\-\s]|<redacted)(?P<v>\S+)")
 #: ``scheme://user:pass@``: anchored on ``://`` after a scheme character (a scheme run before it is
 #: kept as text), so that the match is linear in the text's length (hostile args can be megabytes)
 _URL_CRED = re.compile(r"(?<=[A-Za-z0-9+.\-])://(?P<cred>[^/?#@\s]+(?:@[^/?#@\s]*)*)@")

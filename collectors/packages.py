@@ -7,9 +7,13 @@ reloads PID 1 when it is configured or removed.
 Bundle layout written by :func:`acquire`::
 
     packages/dpkg/dpkg.log[.N[.gz]]              /var/log/dpkg.log and its rotations, raw bytes
-    packages/apt/history.log[.N[.gz]]            /var/log/apt/history.log and its rotations
-    packages/unattended-upgrades/*.log*          /var/log/unattended-upgrades/*.log*
+    packages/apt/history.log[.N[.gz]]            /var/log/apt/history.log and its rotations (*)
+    packages/unattended-upgrades/*.log*          /var/log/unattended-upgrades/*.log* (*)
     packages/units.json                          {"<pkg>": {"postinst": [marker], "postrm": [marker]}}
+
+(*) raw bytes too, unless a line holds a credential (a proxy URL with a password in apt's
+``Commandline:``): then that value is replaced (:func:`redact_copy`; not with ``--no-redact``) and
+the manifest record says so.
 
 All three logs are written in local time without a zone; :func:`read` interprets them in the
 node's zone (``NodeFacts.tz``). Line grammars live in :mod:`collectors.packages_parse`.
@@ -17,7 +21,9 @@ node's zone (``NodeFacts.tz``). Line grammars live in :mod:`collectors.packages_
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -29,9 +35,11 @@ from forensics.collect import CollectContext
 from forensics.events import Coverage, Event, NodeFacts, Reading
 from forensics.timeutil import iso_z, localize
 
+from . import containers_parse as cp
 from . import packages_parse as pp
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
+GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
 RUN_GAP_S = 30 * 60         #: u-u lines further apart than this start a new run (translated logs)
 MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
 INFO_DIR = "/var/lib/dpkg/info"
@@ -64,20 +72,74 @@ def acquire(ctx: CollectContext) -> None:
     scripts in /var/lib/dpkg/info. Every attempt, missing or not, is a manifest record.
     Raises nothing for a missing, unreadable or odd host file (those become manifest records)."""
     w = ctx.writer
+    redact = getattr(ctx, "redact", True)
+
+    def copy(log: _Log, name: str) -> None:  # records absent/unreadable itself
+        # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password
+        scrub = redact_copy(name) if redact and log is not DPKG else None
+        w.copy(ctx.root, f"{log.dir}/{name}", f"{log.rel}/{name}", transform=scrub)
+
     for log in (DPKG, APT):
         names = _listdir(ctx, log.dir, record_absent=False)
-        w.copy(ctx.root, log.path, f"{log.rel}/{log.base}")  # records absent/unreadable itself
+        copy(log, log.base)
         for name in names or ():
             if name != log.base and pp.rotation_key(name, log.base):
-                w.copy(ctx.root, f"{log.dir}/{name}", f"{log.rel}/{name}")
+                copy(log, name)
     names = _listdir(ctx, UU.dir, record_absent=True)
     if names is not None:
         if UU.base not in names:
-            w.copy(ctx.root, UU.path, f"{UU.rel}/{UU.base}")
+            copy(UU, UU.base)
         for name in names:
             if fnmatch.fnmatchcase(name, "*.log*"):
-                w.copy(ctx.root, f"{UU.dir}/{name}", f"{UU.rel}/{name}")
+                copy(UU, name)
     _scan_units(ctx)
+
+
+def redact_copy(name: str):
+    """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
+    ``name`` with credentials replaced (:func:`collectors.containers_parse.redact_text` without the
+    ``-p`` rule: URL credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
+    none is stored byte for byte; a ``.gz`` with some is decompressed (at most
+    :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
+    def transform(data: bytes) -> tuple[bytes, tuple[str, ...]]:
+        text, gz_note, gz = data, None, name.endswith(".gz")
+        if gz:
+            text, gz_note, gz = _gunzip(data)
+            if text is None:
+                return data, (gz_note,)
+        before = text.decode("utf-8", "surrogateescape")
+        after = cp.redact_text(before, p_flag=False)
+        if after == before:
+            return data, ()
+        n = sum(a != b for a, b in zip(before.splitlines(), after.splitlines()))
+        out = after.encode("utf-8", "surrogateescape")
+        notes = (f"credentials redacted in {n} lines (URL credentials, Bearer/Basic values, NAME=X for "
+                 "credential names)",)
+        if gz_note:
+            notes += (gz_note,)
+        return (gzip.compress(out, mtime=0) if gz else out), notes
+    return transform
+
+
+def _gunzip(data: bytes) -> tuple[bytes | None, str | None, bool]:
+    """``(decompressed bytes, note, was gzip)`` for every gzip member of ``data``: ``None`` bytes
+    when they would exceed :data:`GUNZIP_LIMIT`; ``data`` itself when it is not gzip (scanned as it
+    is). A stream cut short gives what it held, with a note."""
+    out, total, rest = [], 0, data
+    while rest:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            chunk = d.decompress(rest, GUNZIP_LIMIT - total + 1)
+        except zlib.error:
+            return (b"".join(out), None, True) if out else (data, None, False)
+        total += len(chunk)
+        out.append(chunk)
+        if total > GUNZIP_LIMIT:
+            return None, f"not scanned for credentials: decompresses to more than {GUNZIP_LIMIT} bytes", True
+        if not d.eof:
+            return b"".join(out), "the .gz was cut short on the node: stored recompressed with what it held", True
+        rest = d.unused_data
+    return b"".join(out), None, True
 
 
 def _listdir(ctx: CollectContext, path: str, record_absent: bool) -> list[str] | None:

@@ -132,18 +132,24 @@ class BundleWriter:
         return os.path.join(self.dir, rel)
 
     def copy(self, root: str | os.PathLike, source: str, rel: str, method: str = "copy",
-             limit: int | None = None, notes: tuple[str, ...] = (), keep: list[bytes] | None = None) -> Artifact:
+             limit: int | None = None, notes: tuple[str, ...] = (), keep: list[bytes] | None = None,
+             transform=None) -> Artifact:
         """Copy the host file ``source`` (read under ``root`` via :mod:`forensics.hostfs`) to ``rel``.
 
         At most ``limit`` bytes are copied; a longer file is recorded as ``truncated``. Returns the
         recorded :class:`Artifact` (absent / unreadable / error on ``OSError``, never raises for a
         bad source). With ``keep`` (a list), every chunk written is also appended to it, so that a
-        caller can parse what was stored without reading the bundle back.
+        caller can parse what was stored without reading the bundle back. With ``transform`` (a
+        function ``bytes -> (bytes, notes)``, e.g. a redaction), the file is read whole (up to
+        ``limit``) and only what ``transform`` returns is written, with its notes added: nothing of
+        the original reaches the bundle first.
         """
         try:
             src = hostfs.open_regular(root, source)
         except OSError as e:
             return self.record(from_oserror(source, method, e, notes))
+        if transform is not None:
+            return self._copy_transformed(src, source, rel, method, limit, notes, transform)
         with src:
             target = self._target(rel)
             with open(target, "wb") as out:
@@ -172,6 +178,24 @@ class BundleWriter:
         if truncated:
             notes = notes + (f"only the first {limit} bytes were copied",)
         return self.record(Artifact(rel, source, status, method, w.size, w.h.hexdigest(), notes=notes))
+
+    def _copy_transformed(self, src, source, rel, method, limit, notes, transform) -> Artifact:
+        with src:
+            try:
+                data = src.read() if limit is None else src.read(limit + 1)
+                error = None
+            except OSError as e:
+                data, error = b"", from_oserror(source, method, e, notes)
+        if error is not None:
+            return self.record(error)
+        truncated = limit is not None and len(data) > limit
+        data, more = transform(data[:limit] if truncated else data)
+        notes = tuple(notes) + tuple(more) + ((f"only the first {limit} bytes were copied",) if truncated else ())
+        a = self.write_bytes(rel, data, source, method, notes)
+        if truncated:
+            a = Artifact(a.path, a.source, Status.TRUNCATED, a.method, a.size, a.sha256, notes=a.notes)
+            self.artifacts[-1] = a
+        return a
 
     @contextmanager
     def create(self, rel: str, source: str, method: str, notes: list[str] | None = None,

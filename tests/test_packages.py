@@ -494,3 +494,52 @@ def test_rotation_names_sort_oldest_first():
         "dpkg.log-20260101.gz", "dpkg.log.11", "dpkg.log.10.gz", "dpkg.log.9", "dpkg.log.2.gz", "dpkg.log.1",
         "dpkg.log"]
     assert [pp.rotation_key(n, "dpkg.log") for n in ("dpkg.log.old", "xdpkg.log", "dpkg.log.1.xz")] == [None] * 3
+
+
+# -- credentials in package logs (security: URLs with credentials are redacted in bundles) -------------
+PROXY_STANZA = ("\nStart-Date: 2026-09-02  13:04:50\n"
+                "Commandline: apt-get -o Acquire::http::Proxy=http://ops:Hunter2-proxy@10.0.0.5:3128 install -y "
+                "monitoring-plugins-basic\n"
+                "Install: monitoring-plugins-basic:amd64 (2.2-3), libcap2-bin:amd64 (1:2.25-1, automatic)\n"
+                "End-Date: 2026-09-02  13:04:58\n")
+
+
+def test_a_proxy_password_in_apt_history_never_reaches_the_bundle(tmp_path):
+    clean = gzip.compress(("\nStart-Date: 2026-08-01  10:00:00\nCommandline: apt-get install -y basic\n"
+                           "Install: basic:amd64 (1.0)\nEnd-Date: 2026-08-01  10:00:02\n").encode())
+    cut = gzip.compress(PROXY_STANZA.encode(), mtime=0)
+    root = host(tmp_path, {"/var/log/apt/history.log": PROXY_STANZA, "/var/log/apt/history.log.1.gz":
+                           gzip.compress(PROXY_STANZA.encode()), "/var/log/apt/history.log.2.gz": clean,
+                           "/var/log/apt/history.log.3.gz": cut[:len(cut) - 12],  # rotated mid-write
+                           "/var/log/unattended-upgrades/unattended-upgrades-dpkg.log":
+                           "Log started: 2026-09-02  13:04:50\nGet:1 https://ci:tok3n-abc@repo.example/x y\n"})
+    b = collect(root, tmp_path)
+    for f in (tmp_path / "bundle").rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            text = gzip.decompress(data) if f.suffix == ".gz" and data[:2] == b"\x1f\x8b" else data
+            assert b"Hunter2-proxy" not in text and b"tok3n-abc" not in text, f
+    # the file with nothing to hide is kept byte for byte; the others say what was done
+    assert (tmp_path / "bundle/packages/apt/history.log.2.gz").read_bytes() == clean
+    assert record(b, "/var/log/apt/history.log.2.gz").notes == ()
+    assert record(b, "/var/log/apt/history.log").notes == (
+        "credentials redacted in 1 lines (URL credentials, Bearer/Basic values, NAME=X for credential names)",)
+    assert record(b, "/var/log/apt/history.log.3.gz").notes[1] == \
+        "the .gz was cut short on the node: stored recompressed with what it held"
+    # and the redacted logs still read: same transactions, package names untouched ("basic" is no scheme)
+    t = by_kind(packages.read(b, node("Asia/Seoul")), "package.transaction")
+    assert sorted(iso_z(e.at) for e in t) == ["2026-08-01T01:00:00Z"] + ["2026-09-02T04:04:50Z"] * 3
+    proxy = [e for e in t if iso_z(e.at) == "2026-09-02T04:04:50Z"]
+    assert all(e.attrs["command"].startswith("apt-get -o Acquire::http::Proxy=http://<redacted>@10.0.0.5:3128 ")
+               for e in proxy)
+    assert all([p["name"] for p in e.attrs["packages"]] == ["monitoring-plugins-basic", "libcap2-bin"] for e in proxy)
+    assert [e.attrs["command"] for e in t if e not in proxy] == ["apt-get install -y basic"]
+
+
+def test_no_redact_keeps_the_package_logs_raw(tmp_path):
+    root = host(tmp_path, {"/var/log/apt/history.log": PROXY_STANZA})
+    out = tmp_path / "raw"
+    writer = BundleWriter(out)
+    packages.acquire(CollectContext(root=root, writer=writer, redact=False))
+    writer.finish()
+    assert (out / "packages/apt/history.log").read_text() == PROXY_STANZA
