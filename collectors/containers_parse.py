@@ -12,7 +12,7 @@ Formats, with where each is defined:
 - ``bpftool -j cgroup show`` / ``bpftool -j prog show id N`` JSON (bpftool-cgroup(8), bpftool-prog(8)).
 
 Redaction policy (:func:`redact_spec`, unless ``--no-redact``); names are always kept, values become
-``<redacted sha256:XXXXXXXX>`` (a hash prefix, so equal values still match):
+``<redacted hmac:XXXXXXXX>`` (a keyed hash prefix, so equal values in one bundle still match):
 
 - env: a value is kept only when its name is in :data:`ENV_ALLOW` (matched whole: ``PATH\n`` is not
   ``PATH``) and does not look like a credential (:data:`CRED_WORDS`: ``NVIDIA_API_KEY``,
@@ -31,7 +31,9 @@ Redaction policy (:func:`redact_spec`, unless ``--no-redact``); names are always
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 from datetime import datetime, timezone
 
@@ -70,11 +72,17 @@ RUNES = {97: "a", 98: "b", 99: "c", 117: "u", 112: "p"}
 
 
 # -- redaction -------------------------------------------------------------------------------------
+#: drawn once per process (one collection) and never stored: the hash prefixes of one bundle can be
+#: matched with each other, but not tried against a list of likely passwords
+_KEY = os.urandom(32)
+
+
 def redacted(value: str) -> str:
-    """``"<redacted sha256:XXXXXXXX>"``: the first 8 hex digits of the value's SHA-256, so that two
-    containers sharing a value can still be matched without the value being stored."""
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"<redacted sha256:{digest}>"
+    """``"<redacted hmac:XXXXXXXX>"``: the first 8 hex digits of HMAC-SHA256(value) under a key drawn
+    for this collection (RFC 2104), so that two containers sharing a value can still be matched
+    within a bundle without the value being stored, and a weak password cannot be guessed from it."""
+    digest = hmac.new(_KEY, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:8]
+    return f"<redacted hmac:{digest}>"
 
 
 def redact_url_credentials(text: str) -> str:

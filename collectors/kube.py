@@ -19,7 +19,7 @@ etcd. Requests are spaced by at least ``1/QPS`` seconds; each has a connect and 
 Bundle files (the API's JSON answers, as returned, except that ``metadata.managedFields`` is dropped
 and, as for container specs (collectors/containers_parse.py), env values outside the allowlist,
 credential-looking flags and annotations, and ``kubectl.kubernetes.io/last-applied-configuration``
-are replaced by ``<redacted sha256:...>``)::
+are replaced by ``<redacted hmac:...>``)::
 
     kube/node.json   kube/pods.json   kube/daemonsets/<ns>/<name>.json
     kube/events/node.json   kube/events/<ns>/<pod>.json

@@ -21,7 +21,7 @@ Redaction policy for log content (unless ``--no-redact``): a log is evidence and
 line for line, but credentials that can be recognised in free text are replaced before it is stored
 (:func:`redact_log`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
 ``Bearer X`` / ``Basic X`` (so ``Authorization:`` headers), and ``NAME=X`` where NAME holds token,
-secret, passw*, key, auth* or credential (the value becomes a ``<redacted sha256:XXXXXXXX>`` hash,
+secret, passw*, key, auth* or credential (the value becomes a ``<redacted hmac:XXXXXXXX>`` hash,
 the same for the same value). A secret printed as plain prose cannot be recognised and stays.
 Messages shown in events and facts (:func:`clean`) get the same redaction when read back, unless the
 bundle's manifest says it was collected with ``--no-redact``.

@@ -144,7 +144,7 @@ _TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART}
 def redact_toml(text: str) -> str:
     """containerd TOML text with credentials replaced, line by line so that everything else stays as
     written: the value of a ``key = value`` line whose last key part holds password, passwd, auth,
-    token, secret, key or credential becomes ``"<redacted sha256:XXXXXXXX>"`` (a TOML string, so the
+    token, secret, key or credential becomes ``"<redacted hmac:XXXXXXXX>"`` (a TOML string, so the
     file still parses; a plain string's text is what is hashed, so it matches the same value in an
     env), and ``scheme://user:pass@`` becomes ``scheme://<redacted>@`` anywhere. A multi-line string
     value is not followed, and keys naming a file (``*_file``, ``*_path``, ``*_dir``: ``tls.key_file``)

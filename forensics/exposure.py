@@ -23,7 +23,7 @@ CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
-_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted sha256:1a2b3c4d>" (containers_parse)
+_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted hmac:1a2b3c4d>" (containers_parse)
 
 
 def _nvidia_or_cuda(name: str) -> bool:

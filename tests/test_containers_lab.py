@@ -76,12 +76,12 @@ def test_legacy_hook_container_loses_gpu_on_reload_spec_container_keeps_it(lab, 
     assert ra["env"]["NVIDIA_VISIBLE_DEVICES"] == "all" and "DB_PASSWORD" not in ra["env"]
     stored = json.loads(bundle.path("containers/k8s.io/gflab-legacy/config.json").read_text())
     env = stored["process"]["env"]
-    assert any(e.startswith("DB_PASSWORD=<redacted sha256:") for e in env)
+    assert any(e.startswith("DB_PASSWORD=<redacted hmac:") for e in env)
     shared = [e.split("=", 1)[1] for e in env if e.startswith("DB_PASSWORD=")]
     other = json.loads(bundle.path("containers/k8s.io/gflab-spec/config.json").read_text())["process"]["env"]
     assert [e.split("=", 1)[1] for e in other if e.startswith("OTHER=")] == shared  # equal values match
-    assert "MIRROR=<redacted sha256:" in " ".join(env)
-    assert stored["annotations"]["example.com/api-token"].startswith("<redacted sha256:")
+    assert "MIRROR=<redacted hmac:" in " ".join(env)
+    assert stored["annotations"]["example.com/api-token"].startswith("<redacted hmac:")
     raw = _bundle_bytes(bundle.root)
     for planted in (SECRET, TOKEN, URL_PASS):
         assert planted.encode() not in raw

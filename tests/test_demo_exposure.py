@@ -94,7 +94,7 @@ def test_planted_secret_never_leaves_the_sample(demo):
     for f in files:
         assert SECRET.encode() not in f.read_bytes(), f
     stored = bundles[0] / "containers" / "k8s.io" / planted[0].parent.name / "config.json"
-    assert "AWS_SECRET_ACCESS_KEY=<redacted sha256:" in stored.read_text()
+    assert "AWS_SECRET_ACCESS_KEY=<redacted hmac:" in stored.read_text()
 
 
 def test_report_html_lists_the_containers_in_the_exposure_section(demo):

@@ -272,7 +272,7 @@ def test_env_request_without_hook_or_gpu_nodes_is_none(tmp_path):
 
 def test_device_plugin_settings_defaults_redaction_and_hami():
     assert device_plugin_settings([container("x", pod="web")]) is None
-    dp = device_plugin_settings([plugin({"PASS_DEVICE_SPECS": "<redacted sha256:5e884898>",
+    dp = device_plugin_settings([plugin({"PASS_DEVICE_SPECS": "<redacted hmac:5e884898>",
                                          "DEVICE_LIST_STRATEGY": '["envvar","cdi-annotations"]'})], kept)
     assert dp["pass_device_specs"] is None and dp["basis"]["PASS_DEVICE_SPECS"] == "redacted in the container record: unknown"
     assert dp["device_list_strategy"] == ["envvar", "cdi-annotations"]

@@ -254,11 +254,11 @@ def test_redaction_of_stored_answers():
     c = red["items"][0]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"   # allowlisted: kept
-    assert env["WANDB_API_KEY"].startswith("<redacted sha256:")
-    assert c["args"][0].startswith("--api-token=<redacted sha256:") and c["args"][1:] == ["--epochs", "90"]
+    assert env["WANDB_API_KEY"].startswith("<redacted hmac:")
+    assert c["args"][0].startswith("--api-token=<redacted hmac:") and c["args"][1:] == ["--epochs", "90"]
     assert "managedFields" not in red["items"][0]["metadata"]
     assert red["items"][0]["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].startswith(
-        "<redacted sha256:")
+        "<redacted hmac:")
 
 
 def test_read_back_from_the_bundle(tmp_path):

@@ -171,7 +171,7 @@ def test_p3_credential_names_and_newline_names_are_not_allowlisted():
     out = cp.redact_env(env)
     assert not any(s in json.dumps(out) for s in SECRETS)
     assert "NVIDIA_VISIBLE_DEVICES=all" in out and "CUDA_VERSION=12.4.1" in out and "PATH=/usr/bin" in out
-    assert any(e.startswith("NVIDIA_API_KEY=<redacted sha256:") for e in out)
+    assert any(e.startswith("NVIDIA_API_KEY=<redacted hmac:") for e in out)
     kept = cp.env_allowlisted({"process": {"env": env}})
     assert set(kept) == {"NVIDIA_VISIBLE_DEVICES", "CUDA_VERSION", "PATH"}
     assert not cp.ENV_ALLOW.match("PATH\n") and not cp.ENV_ALLOW.match("NVIDIA_API_KEY")
@@ -196,7 +196,7 @@ def test_p4_annotations_args_and_hook_args_keep_no_secret():
     assert set(out["annotations"]) == set(spec["annotations"])
     assert out["annotations"]["io.kubernetes.cri.sandbox-name"] == "pod-a"
     assert out["annotations"]["cdi.k8s.io/gpu"] == "nvidia.com/gpu=0"
-    assert out["process"]["args"][:2] == ["/bin/sh", "-c"] and "TOKEN=<redacted sha256:" in out["process"]["args"][2]
+    assert out["process"]["args"][:2] == ["/bin/sh", "-c"] and "TOKEN=<redacted hmac:" in out["process"]["args"][2]
     assert "--db=postgres://<redacted>@h/db" in out["process"]["args"]
     # runc's labels: the annotations as key=value; the bundle label stays
     labels = cp.redact_spec({"labels": ["bundle=/run/x", "my-note=SECRETANN1", "io.kubernetes.cri.sandbox-name=p"]})

@@ -7,7 +7,7 @@ Planted where a node really holds them: container env (the OCI ``config.json`` c
 runc's ``state.json``), an annotation token, URL credentials (in an annotation, in an allowlisted env
 value, in ``--prometheus``), hook and process args (``--token=X``, ``--password X``), and in the logs
 kept as evidence (a pod log line with a bearer token and a database URL; a kubelet journal line with
-a registry URL), and containerd's registry credentials in ``/etc/containerd/config.toml``. Names are kept and values become ``<redacted sha256:XXXXXXXX>``, the same for the
+a registry URL), and containerd's registry credentials in ``/etc/containerd/config.toml``. Names are kept and values become ``<redacted hmac:XXXXXXXX>``, the same for the
 same value, so two containers sharing a password are still seen to share it. ``--no-redact`` keeps
 everything and says so in the manifest.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from journalbuild import build_journal, export_entry
 
+from collectors import containers_parse as cp
 from forensics.cli import main
 
 TASKS = "run/containerd/io.containerd.runtime.v2.task/k8s.io"
@@ -132,7 +133,8 @@ def every_file(top: Path) -> dict[str, bytes]:
 
 
 def h8(value: str) -> str:
-    return f"<redacted sha256:{hashlib.sha256(value.encode()).hexdigest()[:8]}>"
+    """What this process's collection made of ``value`` (the key is drawn per process)."""
+    return cp.redacted(value)
 
 
 def test_no_byte_of_a_planted_secret_leaves_the_node(tmp_path, secret, capsys, caplog):
@@ -160,7 +162,7 @@ def test_no_byte_of_a_planted_secret_leaves_the_node(tmp_path, secret, capsys, c
         spec = json.loads((bundle / f"containers/k8s.io/{cid}/config.json").read_text())
         envs[cid] = spec["process"]["env"]
         assert spec["annotations"]["vault.hashicorp.com/agent-token"] == h8(secret["ann"])
-        assert spec["annotations"]["example.com/registry"].startswith("<redacted sha256:")
+        assert spec["annotations"]["example.com/registry"].startswith("<redacted hmac:")
         assert spec["hooks"]["prestart"][0]["args"][1] == f"--token={h8(secret['hook'])}"
         assert spec["process"]["args"] == ["/app", "--password", h8(secret["arg"])]
     assert envs["ca11ab1e"] == envs["cb22ab1e"]
@@ -198,3 +200,16 @@ def test_no_redact_keeps_the_values_and_says_so(tmp_path, secret, capsys):
     assert secret["jurl"] in (bundle / "journal/entries.jsonl").read_text()
     assert secret["prom"] in manifest["command_line"]
     assert secret["registry"] in (bundle / "runtime/etc/containerd/config.toml").read_text()
+
+
+def test_a_redacted_hash_cannot_be_looked_up_in_a_password_list():
+    # the prefix is keyed per collection: equal values match inside one bundle, but "password"
+    # does not give the same prefix as its plain SHA-256, nor the same in two collections
+    import subprocess
+    import sys
+    plain = f"<redacted hmac:{hashlib.sha256(b'password').hexdigest()[:8]}>"
+    assert cp.redacted("password") == cp.redacted("password") != plain
+    code = "from collectors import containers_parse as cp; print(cp.redacted('password'))"
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).resolve().parent.parent).stdout.strip() for _ in range(2)}
+    assert len(runs) == 2 and plain not in runs and all(r.startswith("<redacted hmac:") for r in runs)
