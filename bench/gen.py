@@ -753,7 +753,10 @@ def write_containers(size: Size, root: Path, seed: int = 7) -> dict:
                 ("/etc/resolv.conf", "bind", f"/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/{_hex(rng, 64)}/resolv.conf", ["rbind", "rprivate", "rw"]),
                 ("/dev/shm", "bind", f"/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{_hex(rng, 64)}/shm", ["rbind", "rprivate", "rw"]),
                 ("/var/run/secrets/kubernetes.io/serviceaccount", "bind",
-                 f"/var/lib/kubelet/pods/{pod_uid}/volumes/kubernetes.io~projected/kube-api-access-{_hex(rng, 5)}", ["rbind", "rprivate", "ro"]))],
+                 f"/var/lib/kubelet/pods/{pod_uid}/volumes/kubernetes.io~projected/kube-api-access-{_hex(rng, 5)}", ["rbind", "rprivate", "ro"]),
+                # the device plugin's hostPath of the kubelet's socket directory, as a real plugin has
+                *([("/var/lib/kubelet/device-plugins", "bind", "/var/lib/kubelet/device-plugins", ["rbind", "rprivate", "rw"])]
+                  if pname.startswith("nvidia-device-plugin") and not sandbox else []))],
             "hooks": hooks or None,
             "annotations": ann,
             "linux": {"resources": {"devices": res_devices, "memory": {"limit": 34359738368, "swap": 34359738368},

@@ -33,6 +33,10 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
      "resources_devices": [{allow, type ("c"|"b"|"a"|None = unset), major, minor (None = wildcard), access}],
      "env": {allowlisted name: value; the last of a repeated name wins},
      "annotations": {cdi.k8s.io/* and io.kubernetes.* pod/container annotations},
+     "device_plugin_socket_mount": whether config.json's mounts[] bind-mount the host's
+                    /var/lib/kubelet/device-plugins (the kubelet's registration socket) at that path, as a
+                    real device plugin's do (containers_parse.device_plugin_socket_mount); None when
+                    config.json could not be read; absent in bundles written by older versions,
      "cgroup": {"version": 1|2|None, "path", "driver": "systemd"|"cgroupfs"|None,
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
                 "systemd_drop_in": {"policy", "allow": [DeviceAllow values]} | None,
@@ -187,6 +191,7 @@ def _plain_runc_one(ctx, env, runc_root, cid):
 
 
 def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
+    socket_mount = cp.device_plugin_socket_mount(spec) if isinstance(spec, dict) else None
     spec = spec if isinstance(spec, dict) else {}
     state = state if isinstance(state, dict) else {}
     ann = cp.annotations(spec)
@@ -209,7 +214,8 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
         "created": created, "pid": pid, "image": image, "bundle": bundle,
         "hooks": cp.hooks(spec), "linux_devices": cp.linux_devices(spec),
         "resources_devices": cp.resources_devices(spec), "env": cp.env_allowlisted(spec),
-        "annotations": ann, "cgroup": cgroup, "dev_entries": entries, "probe": results,
+        "annotations": ann, "device_plugin_socket_mount": socket_mount,
+        "cgroup": cgroup, "dev_entries": entries, "probe": results,
     }
     ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
                           method="containers", notes=("summary of the files beside it; env values other "

@@ -2,7 +2,7 @@
 
 Formats, with where each is defined:
 - OCI runtime spec ``config.json``: opencontainers/runtime-spec v1.3.0 config.md ("POSIX-platform
-  Hooks", "Process" env), config-linux.md ("Devices", "Allowed Device list"); formats.md §5.1.
+  Hooks", "Process" env, "Mounts"), config-linux.md ("Devices", "Allowed Device list"); formats.md §5.1.
 - runc ``state.json``: runc libcontainer/container_linux.go ``State``; device ``type`` is a Go rune
   serialised as an integer (97 ``a``, 98 ``b``, 99 ``c``), ``-1`` is a wildcard; formats.md §5.2.
 - cgroup v1 ``devices.list``: ``<a|b|c> <major|*>:<minor|*> <rwm>`` per line
@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import json
 import os
+import posixpath
 import re
 from datetime import datetime, timezone
 
@@ -316,6 +317,60 @@ def pod_identity(ann: dict) -> tuple[str | None, str | None, str | None, str | N
             ann.get("io.kubernetes.cri.sandbox-namespace") or ann.get("io.kubernetes.pod.namespace"),
             ann.get("io.kubernetes.cri.container-name") or ann.get("io.kubernetes.container.name"),
             ann.get("io.kubernetes.cri.image-name"))
+
+
+#: where the kubelet keeps device-plugin sockets (``kubelet.sock``, and each plugin's own): Kubernetes docs
+#: "Device Plugins" (pluginapi ``DevicePluginPath``); NVIDIA's k8s-device-plugin DaemonSet mounts it as a
+#: hostPath volume at the same path, as every device plugin must to register with the kubelet
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+def _abs_norm(path: str) -> str:
+    """``path`` normalised and absolute; a relative mount destination is relative to ``/`` (runtime-spec
+    config.md "Mounts": relative destinations are deprecated and MUST be interpreted as relative to "/")."""
+    return "/" + posixpath.normpath("/" + path).lstrip("/")
+
+
+def _under(path: str, parent: str) -> bool:
+    """``path`` is ``parent`` or below it (both normalised and absolute)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def device_plugin_socket_mount(spec: dict, target: str = DEVICE_PLUGIN_DIR) -> bool:
+    """Whether the container sees the host's kubelet device-plugin directory (``target``) at the same path,
+    as a real device plugin does: it registers over ``kubelet.sock`` there and serves its own socket beside
+    it. A tenant pod normally cannot (hostPath volumes are denied by the baseline Pod Security standard),
+    so a container named like the device plugin without this mount is no evidence of the plugin's settings.
+
+    Reads the OCI spec's ``mounts`` array (opencontainers/runtime-spec config.md "Mounts": entries with
+    ``destination``, ``source``, ``type`` and ``options``, mounted in array order, so a later entry over the
+    same or a parent path hides an earlier one). The deciding entry is the last one whose destination is
+    ``target`` or a parent of it (``/var/lib/kubelet``); it must be a bind mount (type ``bind`` or a
+    ``bind``/``rbind`` option, as containerd and CRI-O write hostPath volumes) whose source maps ``target``
+    to the host path ``target`` itself, or to ``<kubelet root dir>/device-plugins`` for a kubelet run with
+    another ``--root-dir`` (``/var/snap/microk8s/common/var/lib/kubelet``, ``/var/lib/k0s/kubelet``) but
+    never to a path inside a pod's own volumes (``.../pods/<uid>/...``, where emptyDir and subPath sources
+    live). Any JSON value is accepted; a spec without such an entry gives ``False``."""
+    target = _abs_norm(target)
+    mounts = spec.get("mounts") if isinstance(spec, dict) else None
+    last = None
+    for m in mounts if isinstance(mounts, list) else []:
+        dest = m.get("destination") if isinstance(m, dict) else None
+        if isinstance(dest, str) and dest and _under(target, _abs_norm(dest)):
+            last = m
+    if last is None:
+        return False
+    options = _strs(last.get("options"))
+    source = last.get("source")
+    if not (last.get("type") == "bind" or "bind" in options or "rbind" in options) \
+            or not isinstance(source, str) or not source.startswith("/"):
+        return False
+    rest = target[len(_abs_norm(last["destination"])):].lstrip("/")
+    host = _abs_norm(posixpath.join(source, rest))
+    if host == target:
+        return True
+    tail = "/" + "/".join(target.split("/")[-2:])  # "/kubelet/device-plugins"
+    return host.endswith(tail) and "pods" not in host.split("/")
 
 
 # -- runc state.json -------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import fnmatch
 import json
 import re
 
+from collectors.containers_parse import DEVICE_PLUGIN_DIR
+
 from .timeutil import parse_iso
 
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
@@ -23,6 +25,8 @@ CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
+SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers.py)
+_CTYPE = "io.kubernetes.cri.container-type"
 _REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted hmac:1a2b3c4d>" (containers_parse)
 
 
@@ -34,14 +38,24 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict
     """Find the NVIDIA (or HAMi) device plugin among container records (by image, container name or pod
     name) and read its settings from its env (k8s-device-plugin cmd/nvidia-device-plugin/main.go).
 
+    A name is no proof (a tenant pod can be called ``nvidia-device-plugin-x``), so a candidate is trusted
+    only when its record's ``device_plugin_socket_mount`` is true: it mounts the host's
+    /var/lib/kubelet/device-plugins, where a real plugin registers with the kubelet, and which a tenant pod
+    normally cannot mount (hostPath). Candidates with the mount are preferred; when there are candidates
+    but none has it, no env is trusted and every setting is ``None`` (unknown). A record without the field
+    (a bundle from an older version) is taken as before, with a basis saying the mount was not checked.
+
     ``kept(name)`` says whether the container record's env keeps a variable of that name (the
     collector's allowlist, e.g. ``containers_parse.ENV_ALLOW.match``): a kept name that is absent was
     not set, so the plugin's default applies; a name the allowlist drops is unknown when absent.
 
     Returns ``None`` when no plugin container is found, else ``{"id", "pod", "image",
     "device_list_strategy": [str]|None, "pass_device_specs": bool|None, "driver_root": str|None,
-    "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path", "basis": {key: str}}``.
-    A redacted value is ``None`` (unknown). Flags given on the command line are not in the record.
+    "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path", "socket_mount":
+    True|False|None (None: not checked), "ignored": ["ns/pod (container)"], "basis": {key: str}}``;
+    ``basis["device_plugin"]`` says why the container was (or no container was) trusted, and ``id``,
+    ``pod`` and ``image`` are ``None`` when none was. A redacted value is ``None`` (unknown). Flags given on
+    the command line are not in the record.
     """
     found = []
     for c in containers:
@@ -51,11 +65,36 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict
             found.append(c)
     if not found:
         return None
-    c = sorted(found, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
+    mounted, unchecked, ignored = [], [], []
+    for c in found:
+        (mounted if c.get(SOCKET_MOUNT) is True else unchecked if SOCKET_MOUNT not in c else ignored).append(c)
+    # a pod's sandbox (pause) container carries the pod's name but never runs the plugin: not worth naming
+    shown = [_label(c) for c in ignored if (c.get("annotations") or {}).get(_CTYPE) != "sandbox"]
+    if not (mounted or unchecked):  # named like the plugin, but none mounts the kubelet's socket directory
+        why = (f"no container named like the device plugin ({_names(shown or [_label(c) for c in ignored])}) "
+               f"mounts {DEVICE_PLUGIN_DIR}, where a real plugin registers with the kubelet, so its settings are "
+               "not trusted (a tenant pod could carry the name)")
+        out = {"id": None, "pod": None, "image": None, "socket_mount": False, "ignored": shown,
+               "basis": {"device_plugin": why}}
+        for key, var, _, _ in _plugin_settings():
+            out[key] = None
+            out["basis"][var] = f"unknown: {why}"
+        return out
+    c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
     env = c.get("env") or {}
-    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"), "basis": {}}
+    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"),
+           "socket_mount": True if mounted else None, "ignored": shown, "basis": {}}
+    if mounted:
+        out["basis"]["device_plugin"] = (f"{_label(c)} mounts {DEVICE_PLUGIN_DIR}, where the device plugin "
+                                         "registers with the kubelet" + (
+                                             f"; named like the plugin but without that mount, so not taken as "
+                                             f"it: {_names(shown)}" if shown else ""))
+    else:
+        out["basis"]["device_plugin"] = (f"{_label(c)} is taken as the device plugin by its name alone: its "
+                                         f"record predates the check of the {DEVICE_PLUGIN_DIR} mount, so the "
+                                         "mount could not be checked")
 
-    def value(key, default, parse=lambda v: v):
+    def value(key, default, parse):
         if key not in env and not kept(key):
             out["basis"][key] = "not kept in the container record's env (allowlist): unknown"
             return None
@@ -69,14 +108,30 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict
         out["basis"][key] = f"{key}={v} in the container's env"
         return parse(str(v))
 
-    out["device_list_strategy"] = value("DEVICE_LIST_STRATEGY", "envvar", _strategy_list)
-    out["pass_device_specs"] = value("PASS_DEVICE_SPECS", "false", _parse_bool)
-    out["driver_root"] = value("NVIDIA_DRIVER_ROOT", "/")
-    out["dev_root"] = value("NVIDIA_DEV_ROOT", None)
-    out["device_id_strategy"] = value("DEVICE_ID_STRATEGY", "uuid")
-    out["cdi_annotation_prefix"] = value("CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")
-    out["nvidia_ctk_path"] = value("NVIDIA_CTK_PATH", None)
+    for key, var, default, parse in _plugin_settings():
+        out[key] = value(var, default, parse)
     return out
+
+
+def _plugin_settings() -> tuple:
+    """``(key, env name, the plugin's default or None, parse)`` for each setting read from the plugin's env
+    (k8s-device-plugin cmd/nvidia-device-plugin/main.go flags and their env names)."""
+    return (("device_list_strategy", "DEVICE_LIST_STRATEGY", "envvar", _strategy_list),
+            ("pass_device_specs", "PASS_DEVICE_SPECS", "false", _parse_bool),
+            ("driver_root", "NVIDIA_DRIVER_ROOT", "/", str), ("dev_root", "NVIDIA_DEV_ROOT", None, str),
+            ("device_id_strategy", "DEVICE_ID_STRATEGY", "uuid", str),
+            ("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/", str),
+            ("nvidia_ctk_path", "NVIDIA_CTK_PATH", None, str))
+
+
+def _label(c: dict) -> str:
+    """``ns/pod (container)`` of a container record, or its id."""
+    pod = f"{c.get('pod_namespace') or '?'}/{c.get('pod')}" if c.get("pod") else str(c.get("id"))
+    return f"{pod} ({c['container_name']})" if c.get("container_name") else pod
+
+
+def _names(labels: list[str], most: int = 3) -> str:
+    return ", ".join(labels[:most]) + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
 def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) -> dict:
@@ -108,7 +163,7 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     gpu = [r for r in rows if r["gpu_injection"] != "none"]
     out = {"assessed": True, **node,
            "gpu_outside_spec": any(r["gpu_injection"] == "hook" for r in gpu) if gpu else None,
-           "containers": rows, "notes": list(ctx.notes)}
+           "containers": rows, "notes": _plugin_notes(dp) + list(ctx.notes)}
     trap = _driver_root_trap(runtime, dp)
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
@@ -118,6 +173,17 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     out["remedies"] = _remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
     out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
     return out
+
+
+def _plugin_notes(dp: dict) -> list[str]:
+    """Notes on how far the device plugin's settings are evidence: none when a container with the
+    kubelet's socket directory mounted was taken and no other container was named like it."""
+    basis = (dp.get("basis") or {}).get("device_plugin")
+    if not basis or (dp.get("socket_mount") is True and not dp.get("ignored")):
+        return []
+    if dp.get("socket_mount") is False:
+        return [f"Device plugin settings unknown: {basis}."]
+    return [f"Device plugin: {basis}."]
 
 
 class _Context:
@@ -495,8 +561,10 @@ def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str
         return (f"Broken: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU access; "
                 "recreate them and apply the remedies." + tail)
     mode = node["nvidia_runtime_mode_resolved"] or "an unresolved"
-    later = (f"; new GPU pods would be, though: SystemdCgroup=true with the toolkit in {mode} mode and no device "
-             "specs passed" if future else "")
+    specs = ("no device specs passed" if node["pass_device_specs"] is False
+             else "device specs not known to be passed (the device plugin's PASS_DEVICE_SPECS is unknown)")
+    later = (f"; new GPU pods would be, though: SystemdCgroup=true with the toolkit in {mode} mode and {specs}"
+             if future else "")
     if not gpu:
         return f"Not exposed now: no GPU containers were found{later}." + tail
     if node["systemd_cgroup"] is None and not any(r["cgroup_driver"] for r in gpu):

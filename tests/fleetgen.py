@@ -264,6 +264,12 @@ def runtime_files(root: Path, kind: str) -> None:
         os.symlink(f"../{name}", root / f"dev/char/{major}:{minor}")
 
 
+#: the device plugin DaemonSet's hostPath volume as containerd writes it into the spec: the kubelet's
+#: device-plugin socket directory at the same path (NVIDIA/k8s-device-plugin deployments/static)
+PLUGIN_MOUNT = {"destination": "/var/lib/kubelet/device-plugins", "type": "bind",
+                "source": "/var/lib/kubelet/device-plugins", "options": ["rbind", "rprivate", "rw"]}
+
+
 def _rules(gpu: list[tuple[str, int, int]]) -> list[dict]:
     """runc's ``config.cgroups.devices``: deny all, the spec's GPU rules, then runc's defaults."""
     out = [{"type": 97, "major": -1, "minor": -1, "permissions": "rwm", "allow": False}]
@@ -273,11 +279,13 @@ def _rules(gpu: list[tuple[str, int, int]]) -> list[dict]:
 
 
 def container(root: Path, node_i: int, cid: str, *, pod: str, name: str, image: str, kind: str, env: dict,
-              gpu: list[tuple[str, int, int]], created: datetime, revoked: bool, pid: int) -> None:
+              gpu: list[tuple[str, int, int]], created: datetime, revoked: bool, pid: int,
+              mounts: list[dict] | None = None) -> None:
     """One container's on-disk state under ``root``: containerd bundle, runc state, /proc, cgroup, drop-in.
 
     ``kind``: the node class (decides the injection route and the cgroup driver); ``gpu``: the NVIDIA
-    nodes inside it; ``revoked``: a reload already rebuilt its devices.list without the hook's rules."""
+    nodes inside it; ``revoked``: a reload already rebuilt its devices.list without the hook's rules;
+    ``mounts``: the spec's ``mounts`` (the device plugin's hostPath of the kubelet's socket directory)."""
     systemd = kind != "safe-cgroupfs"
     in_spec = kind == "safe-cdi" and bool(gpu)
     hooked = bool(gpu) and not in_spec
@@ -296,6 +304,7 @@ def container(root: Path, node_i: int, cid: str, *, pod: str, name: str, image: 
                     "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"HOSTNAME={pod}",
                             *(f"{k}={v}" for k, v in env.items())]},
         "root": {"path": "rootfs"},
+        "mounts": mounts or [],
         "hooks": {"prestart": [LEGACY_HOOK] if hooked else [], "createContainer": [CDI_HOOK] if in_spec else []},
         "annotations": {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-name": pod,
                         "io.kubernetes.cri.sandbox-namespace": "kube-system" if "plugin" in pod else "ml",
@@ -348,7 +357,7 @@ def containers(root: Path, i: int, kind: str, pod: str, created: datetime, revok
     container(root, i, f"d1{hx}" + "a" * 56, pod=f"nvidia-device-plugin-daemonset-{hx[-5:]}",
               name="nvidia-device-plugin-ctr",
               image="nvcr.io/nvidia/k8s-device-plugin:v0.17.1", kind=kind, gpu=all_gpu, created=created,
-              revoked=revoked, pid=4100 + i % 7,
+              revoked=revoked, pid=4100 + i % 7, mounts=[PLUGIN_MOUNT],
               env={"NVIDIA_VISIBLE_DEVICES": "all", "DEVICE_LIST_STRATEGY": strategy, "PASS_DEVICE_SPECS": "false",
                    "NVIDIA_DRIVER_ROOT": "/", "FAIL_ON_INIT_ERROR": "true", "MIG_STRATEGY": "none"})
     container(root, i, f"e2{hx}" + "b" * 56, pod=pod, name="trainer", image="nvcr.io/nvidia/pytorch:24.08-py3",

@@ -136,6 +136,7 @@ def test_cgroup_v2_node_record_drop_in_and_bpf(node, tmp_path):
     assert cg["systemd_drop_in"]["allow"] == ["/dev/char/195:255 rwm", "/dev/char/195:0 rwm", "char-136 rwm",
                                               "/dev/char/1:3 rwm", "char-* m", "block-* m"]  # reset honoured
     assert cg["bpf"] == [{"id": 42, "name": "sd_devices", "loaded_at": "2026-03-02T10:00:00Z"}]
+    assert rec["device_plugin_socket_mount"] is False  # a spec without mounts[]
     kinds = {e["path"]: (e["kind"], e["major"], e["minor"], e["target"]) for e in rec["dev_entries"]}
     assert kinds == {"/dev/nvidia0": ("c", 195, 0, None), "/dev/nvidiactl": ("c", 195, 255, None),
                      "/dev/nvidia-uvm": ("symlink", None, None, "/etc/shadow")}
@@ -240,9 +241,72 @@ def test_config_that_is_not_json_is_not_stored(node, tmp_path):
     assert art[0].status.value == "error" and art[0].path is None and "cannot be redacted" in art[0].message
     rec, = containers.read(b, NodeFacts()).facts["containers"]
     assert rec["hooks"]["prestart"] == [] and rec["cgroup"]["version"] == 2
+    assert rec["device_plugin_socket_mount"] is None  # unknown, not "has no such mount"
 
 
 # -- parsers ---------------------------------------------------------------------------------------
+#: the device plugin DaemonSet's hostPath volume (NVIDIA/k8s-device-plugin deployments/static
+#: nvidia-device-plugin.yml) as containerd's CRI plugin writes it into config.json
+PLUGIN_MOUNT = {"destination": "/var/lib/kubelet/device-plugins", "type": "bind",
+                "source": "/var/lib/kubelet/device-plugins", "options": ["rbind", "rprivate", "rw"]}
+
+
+def _bind(dest: str, src: str, **kw) -> dict:
+    return {"destination": dest, "type": "bind", "source": src, "options": ["rbind", "rprivate", "rw"], **kw}
+
+
+@pytest.mark.parametrize("mounts, want", [
+    ([PLUGIN_MOUNT], True),
+    ([_bind("/var/lib/kubelet", "/var/lib/kubelet")], True),  # a parent, same host path
+    ([_bind("/var/lib/kubelet/device-plugins/", "/var/lib/kubelet//device-plugins")], True),
+    ([_bind("var/lib/kubelet/device-plugins", "/var/lib/kubelet/device-plugins")], True),  # relative: from "/"
+    ([{**PLUGIN_MOUNT, "type": None, "options": ["bind", "ro"]}], True),  # CRI-O / runc: the option says bind
+    ([_bind("/var/lib/kubelet/device-plugins", "/var/snap/microk8s/common/var/lib/kubelet/device-plugins")], True),
+    ([_bind("/var/lib/kubelet/device-plugins", "/var/lib/k0s/kubelet/device-plugins")], True),
+    # a tenant's own volumes at the path: emptyDir and subPath sources live under the pod's directory
+    ([_bind("/var/lib/kubelet/device-plugins",
+            "/var/lib/kubelet/pods/6b1e0c55/volumes/kubernetes.io~empty-dir/device-plugins")], False),
+    ([_bind("/var/lib/kubelet", "/var/lib/kubelet/pods/6b1e0c55/volumes/kubernetes.io~empty-dir/kubelet")], False),
+    ([{"destination": "/var/lib/kubelet/device-plugins", "type": "tmpfs", "source": "tmpfs"}], False),
+    ([_bind("/var/lib/kubelet/device-plugins", "/srv/plugins")], False),
+    ([_bind("/var/lib/kubelet/device-plugins", "var/lib/kubelet/device-plugins")], False),  # not a host path
+    ([_bind("/var/lib/kubelet/device-plugins/kubelet.sock", "/var/lib/kubelet/device-plugins/kubelet.sock")],
+     False),  # the socket alone: the plugin cannot create its own beside it
+    ([_bind("/host/var/lib/kubelet/device-plugins", "/var/lib/kubelet/device-plugins")], False),
+    ([PLUGIN_MOUNT, {"destination": "/var/lib/kubelet", "type": "tmpfs", "source": "tmpfs"}], False),  # hidden
+    ([{"destination": "/var/lib/kubelet", "type": "tmpfs", "source": "tmpfs"}, PLUGIN_MOUNT], True),
+    ([{"destination": 7, "source": None}, "x", None, {}], False),
+    ("not a list", False),
+])
+def test_device_plugin_socket_mount(mounts, want):
+    assert cp.device_plugin_socket_mount({"mounts": mounts}) is want
+
+
+def test_device_plugin_socket_mount_in_the_record(node, tmp_path):
+    spec = _spec(mounts=[_bind("/etc/hosts", "/var/lib/kubelet/pods/1/etc-hosts"), PLUGIN_MOUNT])
+    _w(node / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{CID}/config.json", json.dumps(spec))
+    rec, = containers.read(_acquire(node, tmp_path / "b"), NodeFacts()).facts["containers"]
+    assert rec["device_plugin_socket_mount"] is True
+    assert cp.device_plugin_socket_mount({}) is False and cp.device_plugin_socket_mount([]) is False
+
+
+@pytest.mark.corpus
+def test_device_plugin_socket_mount_on_real_specs(real_inputs):
+    """Real config.json files (Docker/moby bind mounts of /etc/hosts and friends, runc's example) mount no
+    kubelet socket directory; the same Docker spec with the DaemonSet's hostPath added does."""
+    specs = {}
+    for path in sorted((real_inputs / "oci").glob("*.json")):
+        try:
+            specs[path.name] = json.loads(path.read_text())
+        except ValueError:
+            continue
+    with_mounts = [n for n, s in specs.items() if isinstance(s, dict) and s.get("mounts")]
+    assert "nvidia-ctk-tests-input-config.clone3.json" in with_mounts and len(with_mounts) >= 4
+    assert {n: cp.device_plugin_socket_mount(s) for n, s in specs.items()} == {n: False for n in specs}
+    docker = specs["nvidia-ctk-tests-input-config.clone3.json"]
+    assert any(m.get("type") == "bind" for m in docker["mounts"])
+    assert cp.device_plugin_socket_mount({**docker, "mounts": docker["mounts"] + [PLUGIN_MOUNT]}) is True
+    assert cp.device_plugin_socket_mount(cp.redact_spec({**docker, "mounts": [PLUGIN_MOUNT] + docker["mounts"]}))
 def test_runc_runes_and_wildcards():
     rules = cp.state_rules({"config": {"cgroups": {"devices": [
         {"type": 97, "major": -1, "minor": -1, "permissions": "rwm", "allow": False},

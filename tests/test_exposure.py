@@ -92,10 +92,14 @@ def container(cid, *, pod, hooks=None, spec_gpu=False, env=None, annotations=Non
             "probe": probe if probe is not None else {p: "ok" for p, _, _ in GPU}}
 
 
-def plugin(env):
-    return container("dp1", pod="nvidia-device-plugin-daemonset-x7k2p", hooks={"prestart": [LEGACY_HOOK]},
-                     image="nvcr.io/nvidia/k8s-device-plugin:v0.15.0", name="nvidia-device-plugin-ctr",
-                     env={"NVIDIA_VISIBLE_DEVICES": "all", **env}, drop_in=BASE_DROPIN)
+def plugin(env, socket_mount=True):
+    """The device plugin's record; ``socket_mount``: its spec mounts /var/lib/kubelet/device-plugins, as a
+    real plugin's does (``...``: a record from a version without that field)."""
+    c = container("dp1", pod="nvidia-device-plugin-daemonset-x7k2p", hooks={"prestart": [LEGACY_HOOK]},
+                  image="nvcr.io/nvidia/k8s-device-plugin:v0.15.0", name="nvidia-device-plugin-ctr",
+                  env={"NVIDIA_VISIBLE_DEVICES": "all", **env}, drop_in=BASE_DROPIN)
+    c["pod_namespace"] = "kube-system"
+    return c if socket_mount is ... else {**c, "device_plugin_socket_mount": socket_mount}
 
 
 def kept(name: str) -> bool:
@@ -259,7 +263,13 @@ def test_no_gpu_containers_but_new_pods_would_be_exposed(tmp_path):
     assert exp["containers"][0]["gpu_injection"] == "none" and exp["gpu_outside_spec"] is None
     assert exp["new_pods_exposed"] is True
     assert exp["verdict"] == ("Not exposed now: no GPU containers were found; new GPU pods would be, though: "
+                              "SystemdCgroup=true with the toolkit in legacy mode and device specs not known to be "
+                              "passed (the device plugin's PASS_DEVICE_SPECS is unknown).")
+    dp = device_plugin_settings([plugin({"PASS_DEVICE_SPECS": "false"})], kept)
+    exp = assess(rt, [plain], dp)
+    assert exp["verdict"] == ("Not exposed now: no GPU containers were found; new GPU pods would be, though: "
                               "SystemdCgroup=true with the toolkit in legacy mode and no device specs passed.")
+    assert exp["notes"] == []  # the plugin mounts the kubelet's socket directory: nothing to say about it
 
 
 def test_env_request_without_hook_or_gpu_nodes_is_none(tmp_path):
@@ -280,8 +290,53 @@ def test_device_plugin_settings_defaults_redaction_and_hami():
     assert dp["device_id_strategy"] == "uuid"
     hami = container("hm", pod="hami-device-plugin-9zq", image="projecthami/hami:v2.4.1", name="device-plugin",
                      env={"DEVICE_LIST_STRATEGY": "envvar,volume-mounts", "PASS_DEVICE_SPECS": "T"})
+    hami["device_plugin_socket_mount"] = True
     dp = device_plugin_settings([hami], kept)
     assert (dp["id"], dp["device_list_strategy"], dp["pass_device_specs"]) == ("hm", ["envvar", "volume-mounts"], True)
+
+
+def test_plugin_settings_trust_only_a_container_with_the_kubelet_socket_mount(tmp_path):
+    """L6: a name is no proof. Candidates that mount /var/lib/kubelet/device-plugins win; without any, no
+    env is trusted; records from older versions (no field) are still read, saying the mount was not checked."""
+    tenant = container("t1", pod="nvidia-device-plugin-x", name="nvidia-device-plugin", inside=False, probe={},
+                       env={"NVIDIA_VISIBLE_DEVICES": "void", "PASS_DEVICE_SPECS": "true",
+                            "DEVICE_LIST_STRATEGY": "cdi-cri", "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver"})
+    tenant["device_plugin_socket_mount"] = False
+    real = plugin({"PASS_DEVICE_SPECS": "false", "DEVICE_LIST_STRATEGY": "envvar"})
+    for order in ([tenant, real], [real, tenant]):
+        dp = device_plugin_settings(order, kept)
+        assert (dp["id"], dp["pass_device_specs"], dp["device_list_strategy"], dp["driver_root"]) == (
+            "dp1", False, ["envvar"], "/")
+        assert (dp["socket_mount"], dp["ignored"]) == (True, ["ml/nvidia-device-plugin-x (nvidia-device-plugin)"])
+        assert dp["basis"]["device_plugin"] == (
+            "kube-system/nvidia-device-plugin-daemonset-x7k2p (nvidia-device-plugin-ctr) mounts "
+            "/var/lib/kubelet/device-plugins, where the device plugin registers with the kubelet; named like the "
+            "plugin but without that mount, so not taken as it: ml/nvidia-device-plugin-x (nvidia-device-plugin)")
+    sandbox = {**tenant, "id": "s1", "container_name": None,
+               "annotations": {"io.kubernetes.cri.container-type": "sandbox"}}
+    dp = device_plugin_settings([tenant, sandbox], kept)
+    assert {k: dp[k] for k in ("id", "pod", "image", "device_list_strategy", "pass_device_specs", "driver_root",
+                               "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path",
+                               "socket_mount")} == {k: None for k in ("id", "pod", "image", "device_list_strategy",
+                                                                      "pass_device_specs", "driver_root", "dev_root",
+                                                                      "device_id_strategy", "cdi_annotation_prefix",
+                                                                      "nvidia_ctk_path")} | {"socket_mount": False}
+    why = ("no container named like the device plugin (ml/nvidia-device-plugin-x (nvidia-device-plugin)) mounts "
+           "/var/lib/kubelet/device-plugins, where a real plugin registers with the kubelet, so its settings are "
+           "not trusted (a tenant pod could carry the name)")
+    assert dp["basis"]["device_plugin"] == why and dp["basis"]["PASS_DEVICE_SPECS"] == "unknown: " + why
+    exp = assess(node(tmp_path), [tenant], dp)
+    assert (exp["pass_device_specs"], exp["device_list_strategy"], exp["new_pods_exposed"]) == (None, None, True)
+    assert exp["notes"] == ["Device plugin settings unknown: " + why + "."]
+    assert exp["verdict"].startswith("Not exposed now: no GPU containers were found; new GPU pods would be, though")
+    old = plugin({"PASS_DEVICE_SPECS": "true"}, socket_mount=...)  # a bundle from before the field
+    dp = device_plugin_settings([old], kept)
+    assert (dp["id"], dp["pass_device_specs"], dp["socket_mount"]) == ("dp1", True, None)
+    assert dp["basis"]["device_plugin"] == (
+        "kube-system/nvidia-device-plugin-daemonset-x7k2p (nvidia-device-plugin-ctr) is taken as the device plugin "
+        "by its name alone: its record predates the check of the /var/lib/kubelet/device-plugins mount, so the "
+        "mount could not be checked")
+    assert assess(node(tmp_path / "old"), [], dp)["notes"] == ["Device plugin: " + dp["basis"]["device_plugin"] + "."]
 
 
 def test_plugin_settings_the_env_allowlist_drops_are_unknown_not_defaults():

@@ -1,4 +1,4 @@
-"""Regression tests for the security review's findings (P1-P7, L1-L5, L7): each test reproduces what the
+"""Regression tests for the security review's findings (P1-P7, L1-L7): each test reproduces what the
 reviewer's scripts did to the tool and checks that it no longer works. The lab tests use a real
 containerd + runc (tests/lab.py), as tests/test_containers_lab.py does.
 """
@@ -17,8 +17,9 @@ import pytest
 
 import lab as L
 from collectors import containers, podlogs, probe
+from collectors import runtime_config as rc
 from collectors import containers_parse as cp
-from forensics import analysis, hostfs
+from forensics import analysis, fleet, hostfs
 from forensics.bundle import Bundle, BundleWriter
 from forensics.collect import CollectContext
 from forensics.events import NodeFacts
@@ -391,6 +392,73 @@ def test_l5_a_pid_without_start_time_must_be_in_the_containers_namespace_and_cgr
         b, recs = _containers(root, tmp_path / out)
         assert recs["c1"]["dev_entries"] is None
         assert any("not taken for the container's init" in (a.message or "") for a in b.artifacts())
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples/node3-gpu"
+#: the DaemonSet's hostPath volume of the kubelet's device-plugin directory, as containerd writes it
+L6_PLUGIN_MOUNT = {"destination": "/var/lib/kubelet/device-plugins", "type": "bind",
+                   "source": "/var/lib/kubelet/device-plugins", "options": ["rbind", "rprivate", "rw"]}
+
+
+def _l6_analysis(tmp_path: Path, pods: dict) -> dict:
+    """Collect a node with the sample node's containerd and toolkit settings (SystemdCgroup = true, legacy
+    mode) whose containers are ``{cid: (namespace, pod, container, env, mounts)}``, and analyse the bundle."""
+    root = tmp_path / "root"
+    for rel in ("etc/containerd/config.toml", "etc/nvidia-container-runtime/config.toml", "proc/devices"):
+        _w(root / rel, (SAMPLE / rel).read_bytes())
+    for cid, (ns, pod, name, env, mounts) in pods.items():
+        spec = {"ociVersion": "1.1.0", "process": {"args": ["/bin/sh"], "env": env}, "mounts": mounts,
+                "annotations": {"io.kubernetes.cri.container-type": "container",
+                                "io.kubernetes.cri.sandbox-name": pod, "io.kubernetes.cri.sandbox-namespace": ns,
+                                "io.kubernetes.cri.container-name": name,
+                                "io.kubernetes.cri.image-name": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}}
+        _w(root / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}/config.json", json.dumps(spec))
+    w = BundleWriter(tmp_path / "b")
+    ctx = CollectContext(root=root, writer=w, facts={"package_versions": {"nvidia-container-toolkit": "1.17.8-1"}})
+    rc.acquire(ctx)
+    containers.acquire(ctx)
+    w.finish()
+    return analysis.analyze(Bundle.open(tmp_path / "b"))
+
+
+def test_l6_a_tenant_pod_named_like_the_device_plugin_cannot_vouch_for_the_node(tmp_path):
+    """L6: a tenant pod named nvidia-device-plugin-x in namespace ml sets PASS_DEVICE_SPECS=true (and
+    DEVICE_LIST_STRATEGY=cdi-cri) to make new GPU pods look protected. It cannot mount the kubelet's
+    device-plugin directory (hostPath), so alone its settings are unknown and the node is not reported
+    safe; next to the real plugin, which mounts it, the real plugin's PASS_DEVICE_SPECS=false wins."""
+    tenant = ("ml", "nvidia-device-plugin-x", "nvidia-device-plugin",
+              ["PATH=/usr/bin", "PASS_DEVICE_SPECS=true", "DEVICE_LIST_STRATEGY=cdi-cri"],
+              [{"destination": "/var/lib/kubelet/device-plugins", "type": "bind", "options": ["rbind", "rw"],
+                "source": "/var/lib/kubelet/pods/0c1d/volumes/kubernetes.io~empty-dir/device-plugins"}])
+    real = ("kube-system", "nvidia-device-plugin-daemonset-7xk2p", "nvidia-device-plugin-ctr",
+            ["PATH=/usr/bin", "PASS_DEVICE_SPECS=false", "DEVICE_LIST_STRATEGY=envvar", "NVIDIA_DRIVER_ROOT=/"],
+            [L6_PLUGIN_MOUNT])
+    a = _l6_analysis(tmp_path / "a", {"tenant": tenant})
+    exp = a["exposure"]
+    assert (exp["systemd_cgroup"], exp["nvidia_runtime_mode_resolved"]) == (True, "legacy")
+    assert (exp["pass_device_specs"], exp["device_list_strategy"]) == (None, None)
+    assert exp["new_pods_exposed"] is True and fleet.classify(exp)[0] == "exposed"
+    assert exp["verdict"] == ("Not exposed now: no GPU containers were found; new GPU pods would be, though: "
+                              "SystemdCgroup=true with the toolkit in legacy mode and device specs not known to be "
+                              "passed (the device plugin's PASS_DEVICE_SPECS is unknown).")
+    note = ("Device plugin settings unknown: no container named like the device plugin (ml/nvidia-device-plugin-x "
+            "(nvidia-device-plugin)) mounts /var/lib/kubelet/device-plugins, where a real plugin registers with the "
+            "kubelet, so its settings are not trusted (a tenant pod could carry the name).")
+    assert exp["notes"] == [note]
+    assert "Note: " + render.md(note) in render.markdown(a)
+    assert any("PASS_DEVICE_SPECS=true" in r["change"] for r in exp["remedies"])
+    # (b) the real plugin beside it: its settings, whichever record comes first
+    for names in (("tenant", "zreal"), ("real", "ztenant")):
+        a = _l6_analysis(tmp_path / names[0], {names[0]: tenant if names[0] == "tenant" else real,
+                                               names[1]: real if names[0] == "tenant" else tenant})
+        exp = a["exposure"]
+        assert (exp["pass_device_specs"], exp["device_list_strategy"], exp["new_pods_exposed"]) == (
+            False, ["envvar"], True)
+        assert exp["verdict"].endswith("in legacy mode and no device specs passed.")
+        assert exp["notes"] == [
+            "Device plugin: kube-system/nvidia-device-plugin-daemonset-7xk2p (nvidia-device-plugin-ctr) mounts "
+            "/var/lib/kubelet/device-plugins, where the device plugin registers with the kubelet; named like the "
+            "plugin but without that mount, so not taken as it: ml/nvidia-device-plugin-x (nvidia-device-plugin)."]
 
 
 def test_l7_markdown_report_escapes_evidence():
