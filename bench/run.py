@@ -31,7 +31,7 @@ sys.path.insert(0, str(PROJECT))
 import gen  # noqa: E402
 
 PY = sys.executable
-GEN_VERSION = "6"  # bump when gen.py changes what it writes, to rebuild cached roots
+GEN_VERSION = "7"  # bump when gen.py changes what it writes, to rebuild cached roots
 ANCHORS = {
     "plaso": {"venv": CACHE / "venv-plaso", "pip": ["plaso"], "exe": "log2timeline"},
     "dissect": {"venv": CACHE / "venv-dissect", "pip": ["dissect.target", "backports.zstd", "zstandard", "lz4"], "exe": "target-query"},
