@@ -107,10 +107,10 @@ def acquire(ctx) -> None:
                 ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
                                            message=f"opening the readable journal files together failed: {e}"))
             hashed.result()
-    finally:
+    finally:  # the pool has waited for the hashes; files.json is written even when selection failed
         for fh in good:
             fh.close()
-    ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
+        ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
 
 
 # -- finding and probing files ---------------------------------------------------------------------
@@ -345,10 +345,19 @@ class _ReaderSource:
 
     def __init__(self, fds: list[int], spans: list[tuple] | None = None):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if 2 * len(fds) + 64 > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * len(fds) + 64), hard))
+        if 3 * len(fds) + 64 > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 3 * len(fds) + 64), hard))
         self.fds, self.spans = list(fds), spans
         self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
+        # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
+        # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
+        self.one: dict[int, object] = {}
+        try:
+            for fd in self.fds:
+                self.one[fd] = self._open([fd])
+        except BaseException:
+            self.close()
+            raise
         self.pages = _Pages(fds)
 
     @staticmethod
@@ -364,17 +373,22 @@ class _ReaderSource:
         return r
 
     def close(self) -> None:
-        self.all.close()
-        self.pages.close()
+        for r in (self.all, *self.one.values()):
+            r.close()
+        if hasattr(self, "pages"):
+            self.pages.close()
 
     def _holding(self, start: int, end: int) -> list[int]:
         """The files that may hold entries from ``start`` to ``end`` (µs): a final file (see
         :func:`_final`) by its first and last entry, a file that may still be written from its
-        first entry on."""
+        first entry on; any file whose last entry is older than its first (the clock went back
+        within it: older journald releases and journal-remote append a boot whose clock starts
+        behind to the same file)."""
         if not self.spans:
             return self.fds
         return [fd for fd, (first, last, final) in zip(self.fds, self.spans)
-                if first is None or last is None or (first <= end and (not final or last >= start))]
+                if first is None or last is None or first > last or
+                (first <= end and (not final or last >= start))]
 
     def _entry(self) -> dict:
         e = {k: [_value(x) for x in v] if isinstance(v, list) else _value(v) for k, v in self.r._get_all().items()}
@@ -399,16 +413,15 @@ class _ReaderSource:
         times as much as reading its MESSAGE.
 
         Entries come file by file, each file in journal order (nothing that scans depends on the
-        order across files), through a reader of its own that is closed after: the seeks of a
-        reader over all files touch pages in every file, and a closed reader lets its pages go.
-        A time window reads only the files that may hold it (:meth:`_holding`)."""
+        order across files), through the file's own reader: the seeks of a reader over all files
+        touch pages in every file. The pages a pass touched are let go (:class:`_Pages`) before
+        the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
         self.pages.check(force=True)
         for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
-            self.r = self._open([fd])
+            self.r = self.one[fd]
             try:
                 yield from self._walk(groups, start, end)
             finally:
-                self.r.close()
                 self.r = self.all
 
     def _walk(self, groups, start, end):

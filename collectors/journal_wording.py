@@ -406,9 +406,9 @@ class Spool:
     """The entries :func:`select` keeps, on disk: each kept entry is one JSON line appended to an
     unlinked temporary file in ``dir`` (the bundle being written, so that nothing is written outside
     the output; ``None``: the system's temporary directory). In memory stay only a 128-bit hash of
-    each cursor and four numbers (realtime µs, offset, length, rules), about 130 bytes an entry, so
-    memory hardly grows with what a big journal yields. Raises ``OSError`` when the file cannot be
-    made or written."""
+    each cursor (less its sequence numbers, see :meth:`_key`) and four numbers (realtime µs, offset,
+    length, rules), about 130 bytes an entry, so memory hardly grows with what a big journal yields.
+    Raises ``OSError`` when the file cannot be made or written."""
 
     def __init__(self, dir=None):
         self.f = tempfile.TemporaryFile(dir=dir)
@@ -419,7 +419,13 @@ class Spool:
 
     @staticmethod
     def _key(cursor: str) -> int:
-        return int.from_bytes(hashlib.blake2b(cursor.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
+        # the entry, not one file's copy of it: boot ID, monotonic and realtime µs and the XOR hash of
+        # its data (b=, m=, t=, x=) are the same in every file that holds it, the sequence numbers (s=,
+        # i=) are the writer's (journal-remote numbers what it copies anew). libsystemd's reader over
+        # several files shows such an entry once (sd-journal.c compare_with_location); select reads
+        # file by file
+        ident = ";".join(p for p in cursor.split(";") if p[:2] not in ("s=", "i=")) or cursor
+        return int.from_bytes(hashlib.blake2b(ident.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
                               "little")
 
     def __len__(self) -> int:

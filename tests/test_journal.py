@@ -676,3 +676,100 @@ def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
         src.close()
         for fd in fds:
             os.close(fd)
+
+
+def _first_cursor(path: Path) -> str:
+    with open(path, "rb") as fh:
+        src = journal._ReaderSource([fh.fileno()])
+        try:
+            return src.edge()["__CURSOR"]
+        finally:
+            src.close()
+
+
+def test_an_entry_held_by_two_files_is_kept_once(tmp_path):
+    # the node's journal and a copy of it journal-remote wrote (given with --journal-dir): the same
+    # entries (boot ID, times, data) under the copy's own sequence numbers. Read file by file, they
+    # must still be one reload and one line each, as a reader over both files shows them
+    lines = (service(T0 - 10 * S, 48211, "snapd.service", "snapd", "Refreshing") + caller(T0, SNAPD_CALLER) +
+             pid1(T0 + S / 50, "Reloading..."))
+    root = host_with(tmp_path, lines)
+    copy = build_journal(lines, tmp_path / "copy/remote-gpu-node-7.journal")
+    here = next((root / "var/log/journal" / MACHINE).iterdir())
+    assert _first_cursor(here).split(";")[0] != _first_cursor(copy).split(";")[0]  # s=: each file numbers its own
+    bundle = collect(tmp_path, root, journal_dirs=[tmp_path / "copy"])
+    kept = stored(bundle)
+    assert [(e["MESSAGE"], e["_GF_SELECTED_BY"]) for e in kept] == [
+        ("Refreshing", ["requester", "boot", "coverage"]), (SNAPD_CALLER, ["pid1"]),
+        ("Reloading...", ["pid1", "boot", "coverage"])]
+    reading = analyse(bundle)
+    [reload] = kinds(reading, "journal.reload")
+    assert (reload.at, reload.attrs["requester_pid"]) == (T0, 48211)
+    [boot] = kinds(reading, "journal.boot")  # boots.json names the copy entries.jsonl holds
+    assert boot.evidence["line"] == 1 and boot.evidence["cursor"] == kept[0]["__CURSOR"]
+    cov = json.loads(bundle.path("journal/coverage.json").read_text())
+    assert (cov["first_cursor"], cov["last_cursor"]) == (kept[0]["__CURSOR"], kept[2]["__CURSOR"])
+
+
+def test_a_rotated_file_whose_clock_went_back_is_read_for_its_windows(tmp_path):
+    # older journald releases (and journal-remote) append a new boot to the same file even when that
+    # boot's clock starts behind (no RTC: 1970): the file's last entry is older than its first, so the
+    # two say nothing about which times it holds, and the July reload's window must still be read in it
+    early = datetime(1970, 1, 1, 0, 1, 40, tzinfo=UTC)
+    root = host_with(tmp_path, service(T0 - 10 * S, 48211, "snapd.service", "snapd", "Refreshing"),
+                     caller(T0, SNAPD_CALLER), pid1(T0 + S / 50, "Reloading..."),
+                     pid1(early, "Reloading.", boot=BOOT_NO_RTC),
+                     name="system@4f3b8f7e1c2d4a5b9e6f7a8b9c0d1e2f-0000000000000001-0006123456789abc.journal")
+    bundle = collect(tmp_path, root)
+    [rec] = json.loads(bundle.path("journal/files.json").read_text())
+    assert (rec["first_usec"], rec["last_usec"]) == (usec(T0 - 10 * S), usec(early))
+    assert {e["MESSAGE"]: e["_GF_SELECTED_BY"] for e in stored(bundle)}["Refreshing"] == [
+        "requester", "boot", "coverage"]
+    [requester] = kinds(analyse(bundle), "journal.requester")
+    assert (requester.at, requester.attrs["pid"]) == (T0 - 10 * S, 48211)
+
+
+def test_files_json_is_written_when_selection_fails(tmp_path, monkeypatch):
+    # the journal files' hashes are taken while the entries are selected: a selection that dies (a
+    # MemoryError on a small pod, a bug) must not cost the record of which files were there
+    root = host_with(tmp_path, pid1(T0, "Reloading."))
+    path = next((root / "var/log/journal" / MACHINE).iterdir())
+
+    def dies(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(wording, "select", dies)
+    writer = BundleWriter(tmp_path / "bundle")
+    with pytest.raises(MemoryError):
+        journal.acquire(CollectContext(root=root, writer=writer, since=None, journal_dirs=[]))
+    import hashlib
+    [rec] = json.loads((writer.dir / "journal/files.json").read_text())
+    assert (rec["source"], rec["opened"], rec["size"], rec["sha256"]) == (
+        f"/var/log/journal/{MACHINE}/system.journal", True, path.stat().st_size,
+        hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def test_a_file_journald_deletes_during_collection_is_still_read(tmp_path, monkeypatch):
+    # journald vacuums (unlinks) its oldest archived files when it rotates, any time during a
+    # collection; libsystemd refuses to open a file that has no name any more (EIDRM), so every file
+    # must be open for reading before selection starts, as it was when it was probed
+    jdir = tmp_path / "host/var/log/journal" / MACHINE
+    archived = build_journal(
+        pid1(T0 - timedelta(hours=1), "Reloading.") +
+        service(T0 - timedelta(minutes=50), 2210, "kubelet.service", "kubelet",
+                "Failed to initialize NVML: Unknown Error"),
+        jdir / "system@4f3b8f7e1c2d4a5b9e6f7a8b9c0d1e2f-0000000000000001-0006123456789abc.journal")
+    build_journal(service(T0 - 10 * S, 48211, "snapd.service", "snapd", "Refreshing") + caller(T0, SNAPD_CALLER) +
+                  pid1(T0 + S / 50, "Reloading..."), jdir / "system.journal")
+    store = journal._store
+
+    def vacuumed_meanwhile(*args):
+        archived.unlink()
+        return store(*args)
+
+    monkeypatch.setattr(journal, "_store", vacuumed_meanwhile)
+    bundle = collect(tmp_path, tmp_path / "host")
+    assert json.loads(bundle.path("journal/coverage.json").read_text())["problems"] == []
+    assert [(e["MESSAGE"], e["_GF_SELECTED_BY"]) for e in stored(bundle)] == [
+        ("Reloading.", ["pid1", "boot", "coverage"]), ("Failed to initialize NVML: Unknown Error", ["nvml"]),
+        ("Refreshing", ["requester"]), (SNAPD_CALLER, ["pid1"]), ("Reloading...", ["pid1", "boot", "coverage"])]
