@@ -464,11 +464,12 @@ class _JournalctlSource:
 
     method = "journalctl"
 
-    def __init__(self, argv: list[str], paths: list[str]):
+    def __init__(self, argv: list[str], paths: list[str], tmpdir=None):
         self.base = argv + [f"--file={p}" for p in paths] + ["--no-pager", "--all"]
+        self.tmpdir = tmpdir  #: where journalctl's stderr is kept (the bundle being written; never the node's /tmp)
 
     def _lines(self, args, first_only=False):
-        with tempfile.TemporaryFile() as err:
+        with tempfile.TemporaryFile(dir=self.tmpdir) as err:
             p = subprocess.Popen(self.base + args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
             try:
                 for line in p.stdout:
@@ -539,13 +540,13 @@ def _fallback(ctx, files: list[_File]):
         why = "no journalctl on the node (/usr/bin/journalctl, /bin/journalctl) to fall back on"
     elif ctx.live:
         return _JournalctlSource([str(hostfs.resolve(ctx.root, jc))],
-                                 [str(hostfs.resolve(f.root, f.path)) for f in files])
+                                 [str(hostfs.resolve(f.root, f.path)) for f in files], getattr(ctx.writer, "dir", None))
     elif os.geteuid() != 0:
         why = "running the node's journalctl under chroot needs root"
     else:
         host = [f.path for f in files if f.root == str(ctx.root)]
         if host:
-            return _JournalctlSource(["chroot", str(ctx.root), jc], host)
+            return _JournalctlSource(["chroot", str(ctx.root), jc], host, getattr(ctx.writer, "dir", None))
         why = "the unreadable files are outside --root, so the node's journalctl cannot reach them"
     ctx.writer.record(Artifact(None, ENTRIES, Status.ERROR, METHOD,
                                message=f"none of the {len(files)} journal files could be opened, and {why}"))

@@ -529,6 +529,7 @@ def test_chroot_fallback_runs_the_nodes_journalctl(tmp_path):
     src = journal._fallback(ctx, files)
     assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl",
                             f"--file=/var/log/journal/{MACHINE}/system.journal"]
+    assert src.tmpdir == ctx.writer.dir  # journalctl's stderr is kept in the output, not the node's /tmp
     sel, boots, first, last = wording.select(src, None, [])
     sel = list(sel.entries())
     with open(root / f"var/log/journal/{MACHINE}/system.journal", "rb") as fh:
