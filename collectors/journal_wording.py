@@ -428,18 +428,14 @@ class Spool:
         return int.from_bytes(hashlib.blake2b(ident.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
                               "little")
 
-    def __len__(self) -> int:
-        return len(self.slot)
-
-    def has(self, cursor: str) -> bool:
-        return self._key(cursor) in self.slot
-
-    def keep(self, rule: str, e: dict) -> None:
-        """Keep ``e`` (a whole entry, see :meth:`collectors.journal._ReaderSource.full`), or add
-        ``rule`` (one of :data:`RULES`) to the rules of the entry already kept at its ``__CURSOR``."""
-        key = self._key(e["__CURSOR"])
+    def keep(self, rule: str, cursor: str, entry) -> None:
+        """Keep the entry at ``cursor`` under ``rule`` (one of :data:`RULES`): ``entry`` is the whole
+        entry (see :meth:`collectors.journal._ReaderSource.full`) or a function that gives it, called
+        only when the entry is not kept yet; an entry already kept only gains the rule."""
+        key = self._key(cursor)
         if key in self.slot:
             return self._add(rule, self.slot[key])
+        e = entry() if callable(entry) else entry
         b = json.dumps(e, sort_keys=True).encode() + b"\n"
         self.f.write(b)
         self.slot[key] = len(self.realtime)
@@ -448,10 +444,6 @@ class Spool:
         self.length.append(len(b))
         self.rules.append(RULES.index(rule) + 1)
         self.end += len(b)
-
-    def add_rule(self, rule: str, cursor: str) -> None:
-        """Add ``rule`` to an entry already kept (see :meth:`has`)."""
-        self._add(rule, self.slot[self._key(cursor)])
 
     def _add(self, rule: str, i: int) -> None:
         code = RULES.index(rule) + 1
@@ -499,11 +491,7 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     sel = spool if spool is not None else Spool()
 
     def keep(rule, e=None):
-        cursor = e["__CURSOR"] if e else src.cursor()
-        if sel.has(cursor):
-            sel.add_rule(rule, cursor)
-        else:
-            sel.keep(rule, e or src.full())
+        sel.keep(rule, e["__CURSOR"] if e else src.cursor(), e or src.full)
 
     triggers = []
     for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):

@@ -591,8 +591,9 @@ def test_spool_keeps_selected_entries_on_disk_not_in_memory(tmp_path):
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for i in range(3000):  # kept newest first: entries() must give them back in time order
-        spool.keep("nvml", {"__CURSOR": f"s=1;i={i:x}", "__REALTIME_TIMESTAMP": 10_000 - i, "MESSAGE": big})
-    spool.keep("healthy", {"__CURSOR": "s=1;i=0", "__REALTIME_TIMESTAMP": 10_000, "MESSAGE": big})
+        spool.keep("nvml", f"s=1;i={i:x}", {"__CURSOR": f"s=1;i={i:x}", "__REALTIME_TIMESTAMP": 10_000 - i,
+                                              "MESSAGE": big})
+    spool.keep("healthy", "s=1;i=0", lambda: 1 / 0)  # kept already: the entry is not read again
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert spool.end > 3000 * 5000 and grown < 3000 * 200  # 15 MB written, ~0.4 MB held
