@@ -15,7 +15,7 @@ Bundle files (all under ``journal/``):
   ``hash_error`` when the file opened but could not be read to its end for the hash.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
-  with the credentials :func:`collectors.podlogs.redact_log` recognises replaced, the same policy as
+  with the credentials :func:`collectors.containers_parse.redact_bytes` recognises replaced, the same policy as
   for pod logs), ``__CURSOR``,
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
@@ -609,8 +609,7 @@ def redact_entry(e: dict) -> dict:
                 raw = base64.b64decode(v["base64"])
             except ValueError:
                 return v
-            text = cp.redact_text(raw.decode("utf-8", "surrogateescape"), p_flag=False)
-            return {"base64": base64.b64encode(text.encode("utf-8", "surrogateescape")).decode()}
+            return {"base64": base64.b64encode(cp.redact_bytes(raw)).decode()}
         return v
     return {k: v if k.startswith("__") or k == "_GF_SELECTED_BY" else one(v) for k, v in e.items()}
 

@@ -97,8 +97,8 @@ def acquire(ctx: CollectContext) -> None:
 
 def redact_copy(name: str):
     """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
-    ``name`` with credentials replaced (:func:`collectors.containers_parse.redact_text` without the
-    ``-p`` rule: URL credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
+    ``name`` with credentials replaced (:func:`collectors.containers_parse.redact_bytes`: URL
+    credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
     none is stored byte for byte; a ``.gz`` with some is decompressed (at most
     :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
     def transform(data: bytes) -> tuple[bytes, tuple[str, ...]]:
@@ -107,12 +107,10 @@ def redact_copy(name: str):
             text, gz_note, gz = _gunzip(data)
             if text is None:
                 return data, (gz_note,)
-        before = text.decode("utf-8", "surrogateescape")
-        after = cp.redact_text(before, p_flag=False)
-        if after == before:
+        out = cp.redact_bytes(text)
+        if out == text:
             return data, ()
-        n = sum(a != b for a, b in zip(before.splitlines(), after.splitlines()))
-        out = after.encode("utf-8", "surrogateescape")
+        n = sum(a != b for a, b in zip(*(t.decode("utf-8", "surrogateescape").splitlines() for t in (text, out))))
         notes = (f"credentials redacted in {n} lines (URL credentials, Bearer/Basic values, NAME=X for "
                  "credential names)",)
         if gz_note:

@@ -19,7 +19,7 @@ with control characters escaped; nothing in it is ever interpreted.
 
 Redaction policy for log content (unless ``--no-redact``): a log is evidence and is kept as text,
 line for line, but credentials that can be recognised in free text are replaced before it is stored
-(:func:`redact_log`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
+(:func:`collectors.containers_parse.redact_bytes`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
 ``Bearer X`` / ``Basic X`` (so ``Authorization:`` headers), and ``NAME=X`` where NAME holds token,
 secret, passw*, key, auth* or credential (the value becomes a ``<redacted hmac:XXXXXXXX>`` hash,
 the same for the same value). A secret printed as plain prose cannot be recognised and stays.
@@ -228,18 +228,10 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
     if problem:
         notes.append(f"truncated: {problem}")
     if getattr(ctx, "redact", True):
-        data = redact_log(data)
+        data = cp.redact_bytes(data)
         notes.append("credentials redacted: URL credentials, Bearer/Basic values, NAME=X for credential names")
     with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:
         fh.write(data)
-
-
-def redact_log(data: bytes) -> bytes:
-    """Log bytes with the credentials :func:`containers_parse.redact_text` recognises replaced (URL
-    credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``); every other byte, valid UTF-8
-    or not, is kept as it was. Linear in ``len(data)``; raises nothing."""
-    text = data.decode("utf-8", "surrogateescape")
-    return cp.redact_text(text, p_flag=False).encode("utf-8", "surrogateescape")
 
 
 def _plain_tail(f) -> tuple[bytes, int, int, str | None]:
@@ -364,7 +356,7 @@ def clean(message: bytes, cap: int = MESSAGE_CAP, redact: bool = True) -> str:
     escaped (``\\x1b``), at most ``cap`` characters (``…`` marks a cut)."""
     text = message.decode("utf-8", "replace")
     if redact:
-        text = cp.redact_text(text[: 4 * cap + 4096], p_flag=False)  # as redact_log does for the stored bytes
+        text = cp.redact_text(text[: 4 * cap + 4096], p_flag=False)  # as redact_bytes does for the stored bytes
     text = "".join(c if (c == "\t" or (ord(c) >= 32 and not 0x7f <= ord(c) <= 0x9f)) else f"\\x{ord(c):02x}"
                    for c in text[: cap + 1])
     return text[:cap] + "…" if len(text) > cap else text

@@ -183,19 +183,13 @@ class BundleWriter:
         with src:
             try:
                 data = src.read() if limit is None else src.read(limit + 1)
-                error = None
             except OSError as e:
-                data, error = b"", from_oserror(source, method, e, notes)
-        if error is not None:
-            return self.record(error)
+                return self.record(from_oserror(source, method, e, notes))
         truncated = limit is not None and len(data) > limit
         data, more = transform(data[:limit] if truncated else data)
         notes = tuple(notes) + tuple(more) + ((f"only the first {limit} bytes were copied",) if truncated else ())
-        a = self.write_bytes(rel, data, source, method, notes)
-        if truncated:
-            a = Artifact(a.path, a.source, Status.TRUNCATED, a.method, a.size, a.sha256, notes=a.notes)
-            self.artifacts[-1] = a
-        return a
+        return self.write_bytes(rel, data, source, method, notes,
+                                status=Status.TRUNCATED if truncated else Status.COLLECTED)
 
     @contextmanager
     def create(self, rel: str, source: str, method: str, notes: list[str] | None = None,
@@ -232,8 +226,9 @@ class BundleWriter:
                 else json.dumps(obj, indent=2, sort_keys=True, default=str)).encode() + b"\n"
         return self.write_bytes(rel, data, source, method, notes)
 
-    def write_bytes(self, rel: str, data: bytes, source: str, method: str, notes: tuple[str, ...] = ()) -> Artifact:
-        """Write ``data`` (generated in memory) to ``rel`` and record it as collected; returns the
+    def write_bytes(self, rel: str, data: bytes, source: str, method: str, notes: tuple[str, ...] = (),
+                    status: Status = Status.COLLECTED) -> Artifact:
+        """Write ``data`` (generated in memory) to ``rel`` and record it as ``status``; returns the
         :class:`Artifact`. Raises ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when
         the bundle cannot be written (recorded first, like :meth:`create`, as an ``error`` artifact)."""
         try:
@@ -243,7 +238,7 @@ class BundleWriter:
             self.record(Artifact(rel, source, Status.ERROR, method, message=f"{type(e).__name__}: {e}",
                                  notes=tuple(notes)))
             raise
-        return self.record(Artifact(rel, source, Status.COLLECTED, method, len(data),
+        return self.record(Artifact(rel, source, status, method, len(data),
                                     hashlib.sha256(data).hexdigest(), notes=tuple(notes)))
 
     def record(self, artifact: Artifact) -> Artifact:

@@ -178,3 +178,26 @@ def test_artifact_record_names_every_field():
     d = a.to_json()
     assert list(d) == [f.name for f in fields(Artifact)] and d["status"] == "truncated" and d["notes"] == ["n"]
     assert Artifact.from_json(d) == a
+
+
+def test_copy_with_a_transform_writes_only_what_it_returns_and_keeps_the_bound(tmp_path):
+    root = tmp_path / "host"
+    (root / "var/log").mkdir(parents=True)
+    (root / "var/log/a.log").write_bytes(b"secret=1\nok\n")
+    w = BundleWriter(tmp_path / "b")
+    seen = []
+
+    def upper(data):
+        seen.append(data)
+        return data.upper(), ("upper-cased",)
+    full = w.copy(root, "/var/log/a.log", "x/full.log", transform=upper)
+    cut = w.copy(root, "/var/log/a.log", "x/cut.log", limit=4, transform=upper)
+    gone = w.copy(root, "/var/log/none.log", "x/none.log", transform=upper)
+    out, _ = w.finish()
+    assert seen == [b"secret=1\nok\n", b"secr"]  # the bound applies before the transform
+    assert (out / "x/full.log").read_bytes() == b"SECRET=1\nOK\n" and full.status is Status.COLLECTED
+    assert full.notes == ("upper-cased",) and full.sha256 == hashlib.sha256(b"SECRET=1\nOK\n").hexdigest()
+    assert (out / "x/cut.log").read_bytes() == b"SECR" and cut.status is Status.TRUNCATED
+    assert cut.notes == ("upper-cased", "only the first 4 bytes were copied")
+    assert gone.status is Status.ABSENT and not (out / "x/none.log").exists()
+    assert verify(out) == []
