@@ -1,5 +1,5 @@
 """Time each collector's ``acquire`` alone, in this process, over one node root (run as a subprocess
-by bench/run.py). It is the same code path as ``gpu-forensics collect`` (forensics.collect), split
+by bench/run.py). It is the same code path as ``gpu-forensics collect`` (forensics.ops.pipeline), split
 by collector so that the journal, package and container phases can be read separately.
 
 usage: python3 bench/phases.py ROOT OUT [--incident TEXT]
@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from forensics.bundle import BundleWriter  # noqa: E402
-from forensics.collect import CollectContext  # noqa: E402
+from forensics.source import CollectContext  # noqa: E402
 
 
 def main() -> None:

@@ -146,9 +146,9 @@ def ensure_anchor(name: str, log) -> str | None:
 
 # -- what is run -----------------------------------------------------------------------------------------
 def collector_groups(jdir: Path) -> list[list[tuple[str, str]]]:
-    """The journal match groups the collector uses (collectors.journal_wording.select): PID 1 lines,
+    """The journal match groups the collector uses (collectors.journal.wording.select): PID 1 lines,
     the requester groups (package-manager units, sudo) and the NVML/kubelet groups."""
-    from collectors import journal_wording as w
+    from collectors.journal import wording as w
     units = subprocess.run(["journalctl", "-D", str(jdir), "-F", "_SYSTEMD_UNIT"], capture_output=True,
                            text=True).stdout.split()
     nvml_units = sorted(u for u in units if w.nvml_unit(u))
@@ -191,7 +191,7 @@ def run_size(size: gen.Size, args, exes: dict, log) -> dict:
     subprocess.run(["cat", *map(str, sorted(jdir.iterdir()))], stdout=subprocess.DEVNULL)
 
     def collect_cmd(i):
-        return [PY, "-m", "forensics.cli", "-q", "collect", "--root", str(root), "--out", str(out_dir / f"bundle-{i}"),
+        return [PY, "-m", "forensics.ops.cli", "-q", "collect", "--root", str(root), "--out", str(out_dir / f"bundle-{i}"),
                 "--incident", info["incident"]]
 
     log(f"[{size.name}] collect x{args.repeat}")
@@ -199,7 +199,7 @@ def run_size(size: gen.Size, args, exes: dict, log) -> dict:
     r["collect"] = median_of(runs)
     bundle = out_dir / "bundle-0"
     log(f"[{size.name}] analyze x{args.repeat}")
-    r["analyze"] = median_of([measure([PY, "-m", "forensics.cli", "-q", "analyze", str(bundle), "--json",
+    r["analyze"] = median_of([measure([PY, "-m", "forensics.ops.cli", "-q", "analyze", str(bundle), "--json",
                                        str(out_dir / "analysis.json"), "--html", str(out_dir / "report.html"),
                                        "--markdown", str(out_dir / "report.md")]) for _ in range(args.repeat)])
     sel = bundle / "journal" / "entries.jsonl"
@@ -274,9 +274,9 @@ def profile(size, root, info, out_dir, log) -> dict:
         log("py-spy could not be installed; no profile")
         return {}
     res = {}
-    for what, cmd in (("collect", [PY, "-m", "forensics.cli", "-q", "collect", "--root", str(root), "--out",
+    for what, cmd in (("collect", [PY, "-m", "forensics.ops.cli", "-q", "collect", "--root", str(root), "--out",
                                     str(out_dir / "bundle-prof"), "--incident", info["incident"]]),
-                      ("analyze", [PY, "-m", "forensics.cli", "-q", "analyze", str(out_dir / "bundle-0"),
+                      ("analyze", [PY, "-m", "forensics.ops.cli", "-q", "analyze", str(out_dir / "bundle-0"),
                                    "--json", str(out_dir / "prof.json"), "--html", str(out_dir / "prof.html"),
                                    "--markdown", str(out_dir / "prof.md")])):
         for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):

@@ -17,7 +17,7 @@ Lists are asked with ``resourceVersion=0``, so the API server answers from its w
 etcd. Requests are spaced by at least ``1/QPS`` seconds; each has a connect and read timeout.
 
 Bundle files (the API's JSON answers, as returned, except that ``metadata.managedFields`` is dropped
-and, as for container specs (collectors/containers_parse.py), env values outside the allowlist,
+and, as for container specs (forensics/redact.py), env values outside the allowlist,
 credential-looking flags and annotations, and ``kubectl.kubernetes.io/last-applied-configuration``
 are replaced by ``<redacted hmac:...>``)::
 
@@ -36,10 +36,11 @@ from datetime import datetime, timedelta
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
-from forensics.events import Event, NodeFacts, Reading
+from forensics.events import Event, NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import iso_z, parse_iso
 
-from . import containers_parse as cp
+from forensics import redact as rd
 
 QPS = 5.0                         #: requests per second at most, from one collector
 TIMEOUT = (5.0, 20.0)             #: (connect, read) seconds per request
@@ -174,13 +175,13 @@ class _Session:
 
 def redact(obj):
     """A redacted copy of an API answer: ``managedFields`` dropped, ``env`` values (``[{name, value}]``)
-    outside :data:`collectors.containers_parse.ENV_ALLOW` and credential-looking ``args``/``command``
-    flags and annotation values hashed (:func:`collectors.containers_parse.redacted`), URL credentials
+    outside :data:`forensics.redact.ENV_ALLOW` and credential-looking ``args``/``command``
+    flags and annotation values hashed (:func:`forensics.redact.redacted`), URL credentials
     removed. Never raises."""
     if isinstance(obj, list):
         return [redact(v) for v in obj]
     if isinstance(obj, str):
-        return cp.redact_url_credentials(obj)
+        return rd.redact_url_credentials(obj)
     if not isinstance(obj, dict):
         return obj
     out = {}
@@ -190,9 +191,9 @@ def redact(obj):
         if k == "env" and isinstance(v, list):
             out[k] = [_redact_env(e) for e in v]
         elif k in ("args", "command") and isinstance(v, list):
-            out[k] = cp.redact_args(v)
+            out[k] = rd.redact_args(v)
         elif k == "annotations" and isinstance(v, dict):
-            out[k] = {a: cp.redacted(str(av)) if (a == LAST_APPLIED or cp._cred_name(a)) and isinstance(av, str)
+            out[k] = {a: rd.redacted(str(av)) if (a == LAST_APPLIED or rd._cred_name(a)) and isinstance(av, str)
                       else redact(av) for a, av in v.items()}
         else:
             out[k] = redact(v)
@@ -200,9 +201,9 @@ def redact(obj):
 
 
 def _redact_env(e):
-    if not isinstance(e, dict) or not isinstance(e.get("value"), str) or cp.ENV_ALLOW.match(str(e.get("name"))):
+    if not isinstance(e, dict) or not isinstance(e.get("value"), str) or rd.ENV_ALLOW.match(str(e.get("name"))):
         return redact(e)
-    return {**redact(e), "value": cp.redacted(e["value"])}
+    return {**redact(e), "value": rd.redacted(e["value"])}
 
 
 # -- parsing (pure) --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Sources (all read under ``--root``):
 - ``/proc/sys/kernel/osrelease`` (kernel), ``/etc/os-release`` (os-release(5));
 - systemd's version: ``systemctl --version`` on a live node, else the ``systemd`` stanza of
   ``/var/lib/dpkg/status`` (dpkg-query(1) field format), else the journal's start-up banner (read by
-  collectors/journal.py).
+  collectors/journal/).
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
-from forensics.collect import CollectContext
-from forensics.events import NodeFacts, Reading
+from forensics.source import CollectContext
+from forensics.events import NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import iso_z, tz_from_tzif, parse_iso
 
 FILES = [  # (host path, bundle path)

@@ -19,7 +19,7 @@ with control characters escaped; nothing in it is ever interpreted.
 
 Redaction policy for log content (unless ``--no-redact``): a log is evidence and is kept as text,
 line for line, but credentials that can be recognised in free text are replaced before it is stored
-(:func:`collectors.containers_parse.redact_bytes`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
+(:func:`collectors.containers.parse.redact_bytes`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
 ``Bearer X`` / ``Basic X`` (so ``Authorization:`` headers), and ``NAME=X`` where NAME holds token,
 secret, passw*, key, auth* or credential (the value becomes a ``<redacted hmac:XXXXXXXX>`` hash,
 the same for the same value). A secret printed as plain prose cannot be recognised and stays.
@@ -49,10 +49,13 @@ from datetime import datetime, timezone
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
-from forensics.collect import CollectContext
-from forensics.events import Event, NodeFacts, Reading
+from forensics.source import CollectContext
+from forensics.events import Event, NodeFacts
+from forensics.source import Reading
 
-from . import containers_parse as cp
+from forensics.redact import redact_bytes, redact_text
+
+from .containers import parse as cp
 
 PODS_DIR = "/var/log/pods"
 PREFIX = "podlogs"
@@ -228,7 +231,7 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
     if problem:
         notes.append(f"truncated: {problem}")
     if getattr(ctx, "redact", True):
-        data = cp.redact_bytes(data)
+        data = redact_bytes(data)
         notes.append("credentials redacted: URL credentials, Bearer/Basic values, NAME=X for credential names")
     with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:
         fh.write(data)
@@ -356,7 +359,7 @@ def clean(message: bytes, cap: int = MESSAGE_CAP, redact: bool = True) -> str:
     escaped (``\\x1b``), at most ``cap`` characters (``…`` marks a cut)."""
     text = message.decode("utf-8", "replace")
     if redact:
-        text = cp.redact_text(text[: 4 * cap + 4096], p_flag=False)  # as redact_bytes does for the stored bytes
+        text = redact_text(text[: 4 * cap + 4096], p_flag=False)  # as redact_bytes does for the stored bytes
     text = "".join(c if (c == "\t" or (ord(c) >= 32 and not 0x7f <= ord(c) <= 0x9f)) else f"\\x{ord(c):02x}"
                    for c in text[: cap + 1])
     return text[:cap] + "…" if len(text) > cap else text

@@ -34,7 +34,8 @@ import yaml
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
-from forensics.events import NodeFacts, Reading
+from forensics.events import NodeFacts
+from forensics.source import Reading
 
 FACTS = "runtime/facts.json"
 FILE_LIMIT = 4 << 20       #: bytes copied of any one config or spec file
@@ -61,7 +62,7 @@ def acquire(ctx) -> None:
     """Copy containerd's config (following ``imports``), the toolkit config, CDI specs and
     ``/proc/devices`` into ``runtime/``, and write ``runtime/facts.json`` (containerd load order, CDI
     directories, NVIDIA nodes under /dev and /run/nvidia/driver/dev with their /dev/char links, versions).
-    ``ctx`` is a :class:`forensics.collect.CollectContext`; a missing or unreadable host file is a
+    ``ctx`` is a :class:`forensics.ops.pipeline.CollectContext`; a missing or unreadable host file is a
     manifest record, never an exception."""
     w = ctx.writer
     facts: dict = {"containerd_files": _acquire_containerd(ctx)}
@@ -149,7 +150,7 @@ def redact_toml(text: str) -> str:
     env), and ``scheme://user:pass@`` becomes ``scheme://<redacted>@`` anywhere. A multi-line string
     value is not followed, and keys naming a file (``*_file``, ``*_path``, ``*_dir``: ``tls.key_file``)
     are kept. Raises nothing."""
-    from .containers_parse import CRED_WORDS, redact_url_credentials, redacted
+    from forensics.redact import CRED_WORDS, redact_url_credentials, redacted
     out = []
     for line in text.split("\n"):
         m = _TOML_CRED.match(line)

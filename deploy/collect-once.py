@@ -9,7 +9,7 @@ Arguments are those of ``gpu-forensics`` itself.
 """
 import sys
 
-from forensics import cli
+from forensics.ops import cli
 
 rc = cli.main(sys.argv[1:])
 print(f"gpu-forensics exited {rc}", file=sys.stderr)

@@ -1,2 +1,4 @@
-"""gpu-forensics core: bundle, events, time handling, correlator and CLI (see ../shared/DESIGN.md)."""
+"""gpu-forensics core: bundle, artifacts, events and the kinds table, time handling, read-only host
+access, the collector contract (``source``) and the redaction policy (``redact``). The core imports
+nothing above it; ``findings`` and ``ops`` are the floors on top (see ../shared/DESIGN.md)."""
 __version__ = "0.1.0"

@@ -52,7 +52,7 @@ class Event:
       is taken), ``dst-gap`` (one that never occurred; shifted forward), ``out-of-order`` (earlier than a
       line above it in the same log), ``unparsed`` (a dated dpkg.log line of no known grammar),
       ``interrupted`` (an apt stanza with no End-Date);
-    - set by :func:`forensics.analysis.flag_clock_problems` once every source is read:
+    - set by :func:`forensics.findings.analysis.flag_clock_problems` once every source is read:
       ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
       future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more
       than 60 s before that boot's ``/proc/stat`` btime: the clock jumped after it was written),
@@ -104,15 +104,3 @@ class NodeFacts:
     kernel: str | None = None
     os_release: dict = field(default_factory=dict)
     systemd_version: str | None = None
-
-
-@dataclass
-class Reading:
-    """What one collector's ``read()`` returns: events, the coverage of each of its sources, and
-    facts (a free-form dict merged into the analysis, e.g. ``systemd_version``)."""
-
-    events: list[Event] = field(default_factory=list)
-    coverage: list[Coverage] = field(default_factory=list)
-    facts: dict = field(default_factory=dict)
-    #: problems met while reading stored artifacts: ``{"artifact": REL, "message": str}``
-    problems: list[dict] = field(default_factory=list)

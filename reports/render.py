@@ -1,4 +1,4 @@
-"""Render the ``gpu-forensics/analysis/v1`` dict (forensics/analysis.py) as HTML, Markdown or JSON.
+"""Render the ``gpu-forensics/analysis/v1`` dict (forensics/findings/analysis.py) as HTML, Markdown or JSON.
 
 Renderers compute nothing the JSON does not hold; they only choose what to show. HTML goes through
 jinja2 with autoescape on, so every string from the evidence (journal messages, package names,

@@ -41,7 +41,7 @@ sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
 import promlab  # noqa: E402  (tests/promlab.py)
 from collectors import metrics  # noqa: E402
 from forensics.bundle import BundleWriter  # noqa: E402
-from forensics.collect import CollectContext  # noqa: E402
+from forensics.source import CollectContext  # noqa: E402
 
 OUT = HERE / "node3-gpu-prometheus"
 NODE = "node3-gpu"

@@ -1,5 +1,5 @@
 """Generate a fleet of evidence bundles the way a fleet really produces them: by running the real
-collector (:func:`forensics.collect.collect`) over one host root per node.
+collector (:func:`forensics.ops.pipeline.collect`) over one host root per node.
 
 Each host root is a copy of the sample node ``samples/node3-gpu`` varied per node:
 
@@ -432,7 +432,7 @@ def generate(out_dir: Path, n: int, *, seed: int = 7, tar_every: int = 4, work: 
     directories) with the real collector; each host root is built in ``work`` (a temporary
     directory by default) and removed once collected. Returns :func:`plan` items with ``"path"``
     (the bundle) added. Needs root (device nodes) and systemd-journal-remote."""
-    from forensics.collect import collect
+    from forensics.ops.pipeline import collect
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     base = base_entries()

@@ -311,7 +311,7 @@ os.execv({shutil.which("runc")!r}, ["runc"] + args)
 
     def probe_from_host(self, c: Container, path: str) -> str:
         """Open ``path`` inside the container with this project's probe (ground truth helper)."""
-        from collectors import probe
+        from collectors.containers import probe
         st = self.runc_state(c)
         res, report = probe.probe("/", c.pid, [st["cgroup_paths"]["devices"]], [(path, *_rdev(c, path))])
         return res[0]
@@ -387,7 +387,7 @@ def _collect_main(argv: list[str]) -> int:
     sys.path.insert(0, str(PROJECT))
     from collectors import containers
     from forensics.bundle import BundleWriter
-    from forensics.collect import CollectContext
+    from forensics.source import CollectContext
     from forensics.timeutil import iso_z
 
     ap = argparse.ArgumentParser()

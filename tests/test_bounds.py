@@ -10,7 +10,8 @@ from journalbuild import build_journal, export_entry
 from collectors import journal
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter, verify
-from forensics.collect import CollectContext, collect
+from forensics.source import CollectContext
+from forensics.ops.pipeline import collect
 
 BOOT = "0f5e1c2a9b8d4e7f8a6b5c4d3e2f1a0b"
 MID = "11112222333344445555666677778888"

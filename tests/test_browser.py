@@ -46,7 +46,7 @@ def browser():
 def demo(tmp_path_factory) -> Path:
     """`gpu-forensics demo`: the sample node collected and analysed exactly as a live node would be."""
     out = tmp_path_factory.mktemp("demo")
-    r = subprocess.run([sys.executable, "-m", "forensics.cli", "demo", "--out", str(out)], cwd=PROJECT,
+    r = subprocess.run([sys.executable, "-m", "forensics.ops.cli", "demo", "--out", str(out)], cwd=PROJECT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and (out / "report.html").is_file(), r.stdout + r.stderr
     return out

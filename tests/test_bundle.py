@@ -12,7 +12,7 @@ import pytest
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle, BundleError, BundleWriter, verify
-from forensics.cli import main
+from forensics.ops.cli import main
 from privdrop import run_as_nobody
 
 
@@ -103,7 +103,7 @@ def test_out_is_never_overwritten(tmp_path):
 
 def test_unprivileged_run_records_unreadable_with_errno_13(tmp_path):
     """Mistake 1: 'permission denied' must never read as 'absent'."""
-    from forensics.collect import collect
+    from forensics.ops.pipeline import collect
     import collectors  # noqa: F401  (import before dropping privileges)
     import tempfile
     tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's tmp_path sits under a 0700 folder

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from forensics.bundle import verify
-from forensics.cli import main, parse_incident, UsageError
+from forensics.ops.cli import main, parse_incident, UsageError
 
 
 def test_run_on_this_machine_gives_a_bundle_that_verifies(tmp_path, capsys):
@@ -28,7 +28,7 @@ def test_run_on_this_machine_gives_a_bundle_that_verifies(tmp_path, capsys):
 def test_tar_gz_output_and_timeline_formats(tmp_path, capsys):
     import sys
     sys.path.insert(0, "samples")
-    from forensics.cli import SAMPLE_ROOT
+    from forensics.ops.cli import SAMPLE_ROOT
     import build
     build.ensure_journal()
     out = tmp_path / "b.tar.gz"

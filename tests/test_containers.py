@@ -13,9 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import containers, containers_parse as cp, probe
+from collectors import containers
+from collectors.containers import parse as cp, probe
+from forensics import redact
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
 
 CID = "3f1c0ffee0ddba11"
@@ -158,10 +160,10 @@ def test_no_secret_reaches_the_bundle(node, tmp_path):
     raw = b"".join(p.read_bytes() for p in b.root.rglob("*") if p.is_file())
     assert b"s3cr3t" not in raw
     stored = json.loads(b.path(f"containers/k8s.io/{CID}/config.json").read_text())
-    assert stored["process"]["env"][2] == "AWS_SECRET_ACCESS_KEY=" + cp.redacted("s3cr3t-env")
-    assert stored["process"]["env"][4] == "PROXY=" + cp.redacted("http://u:s3cr3t-url@proxy:3128")
-    assert stored["process"]["args"][1:] == ["--api-token=" + cp.redacted("s3cr3t-arg"), "--password",
-                                             cp.redacted("s3cr3t-next")]
+    assert stored["process"]["env"][2] == "AWS_SECRET_ACCESS_KEY=" + redact.redacted("s3cr3t-env")
+    assert stored["process"]["env"][4] == "PROXY=" + redact.redacted("http://u:s3cr3t-url@proxy:3128")
+    assert stored["process"]["args"][1:] == ["--api-token=" + redact.redacted("s3cr3t-arg"), "--password",
+                                             redact.redacted("s3cr3t-next")]
     assert any("env values redacted" in n for a in b.artifacts() if a.path and a.path.endswith("config.json")
                for n in a.notes)
 
@@ -306,7 +308,7 @@ def test_device_plugin_socket_mount_on_real_specs(real_inputs):
     docker = specs["nvidia-ctk-tests-input-config.clone3.json"]
     assert any(m.get("type") == "bind" for m in docker["mounts"])
     assert cp.device_plugin_socket_mount({**docker, "mounts": docker["mounts"] + [PLUGIN_MOUNT]}) is True
-    assert cp.device_plugin_socket_mount(cp.redact_spec({**docker, "mounts": [PLUGIN_MOUNT] + docker["mounts"]}))
+    assert cp.device_plugin_socket_mount(redact.redact_spec({**docker, "mounts": [PLUGIN_MOUNT] + docker["mounts"]}))
 def test_runc_runes_and_wildcards():
     rules = cp.state_rules({"config": {"cgroups": {"devices": [
         {"type": 97, "major": -1, "minor": -1, "permissions": "rwm", "allow": False},
@@ -326,38 +328,38 @@ def test_devices_list():
 
 
 def test_url_credentials_and_env_allowlist():
-    assert cp.redact_url_credentials("x https://u:p@ss@host/a?b=c@d y") == "x https://<redacted>@host/a?b=c@d y"
-    assert cp.redact_url_credentials("mailto me@example.com") == "mailto me@example.com"
-    env = cp.redact_env(["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443",
+    assert redact.redact_url_credentials("x https://u:p@ss@host/a?b=c@d y") == "x https://<redacted>@host/a?b=c@d y"
+    assert redact.redact_url_credentials("mailto me@example.com") == "mailto me@example.com"
+    env = redact.redact_env(["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443",
                          "KUBERNETES_TOKEN=x", "NOEQUALS"])
     assert env[:3] == ["NVIDIA_DRIVER_CAPABILITIES=all", "CUDA_VERSION=12.4", "KUBERNETES_SERVICE_PORT_HTTPS=443"]
-    assert env[3] == "KUBERNETES_TOKEN=" + cp.redacted("x") and env[4] == "NOEQUALS"
-    assert cp.redacted("x") == cp.redacted("x") != cp.redacted("y")
+    assert env[3] == "KUBERNETES_TOKEN=" + redact.redacted("x") and env[4] == "NOEQUALS"
+    assert redact.redacted("x") == redact.redacted("x") != redact.redacted("y")
 
 
 def _walk_redact(obj):
-    """The plain recursive walk that :func:`cp.redact_spec` shortcuts (every string through
+    """The plain recursive walk that :func:`redact.redact_spec` shortcuts (every string through
     ``redact_text``): the reference its fast paths must agree with."""
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
             if k == "env" and isinstance(v, list):
-                out[k] = cp.redact_env(v)
+                out[k] = redact.redact_env(v)
             elif k == "args" and isinstance(v, list):
-                out[k] = cp.redact_args(v)
+                out[k] = redact.redact_args(v)
             elif k in ("annotations", "labels") and isinstance(v, dict):
-                out[k] = {ak: (_walk_redact(av) if cp.kept_annotation(ak) else
-                               cp.redacted(av if isinstance(av, str) else json.dumps(av, sort_keys=True)))
+                out[k] = {ak: (_walk_redact(av) if redact.kept_annotation(ak) else
+                               redact.redacted(av if isinstance(av, str) else json.dumps(av, sort_keys=True)))
                           for ak, av in v.items()}
             elif k == "labels" and isinstance(v, list):
-                out[k] = [_walk_redact(x) if not isinstance(x, str) else cp._redact_label(x) for x in v]
+                out[k] = [_walk_redact(x) if not isinstance(x, str) else redact._redact_label(x) for x in v]
             else:
                 out[k] = _walk_redact(v)
         return out
     if isinstance(obj, list):
         return [_walk_redact(v) for v in obj]
     if isinstance(obj, str):
-        return cp.redact_text(obj, p_flag=False)
+        return redact.redact_text(obj, p_flag=False)
     return obj
 
 
@@ -377,7 +379,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | _TEXT,
 @settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_JSON)
 def test_redact_spec_shortcuts_agree_with_the_plain_walk(spec):
-    assert cp.redact_spec(spec) == _walk_redact(spec)
+    assert redact.redact_spec(spec) == _walk_redact(spec)
 
 
 @settings(max_examples=400, deadline=None, database=None)
@@ -386,10 +388,10 @@ def test_redaction_shortcut_tests_never_skip_a_change(texts):
     """``_plain`` / ``_text_unchanged`` say "unchanged" only when ``redact_text`` changes nothing, and
     for a list only when it changes no item."""
     for text in texts:
-        if cp._plain(text) or cp._text_unchanged(text):
-            assert cp.redact_text(text, p_flag=False) == text
-    if cp._text_unchanged("\0".join(texts)):
-        assert [cp.redact_text(t, p_flag=False) for t in texts] == texts
+        if redact._plain(text) or redact._text_unchanged(text):
+            assert redact.redact_text(text, p_flag=False) == text
+    if redact._text_unchanged("\0".join(texts)):
+        assert [redact.redact_text(t, p_flag=False) for t in texts] == texts
 
 
 def test_drop_in_reset_and_policy_order():

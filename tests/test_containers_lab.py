@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import lab as L
-from collectors import containers, probe
+from collectors import containers
+from collectors.containers import probe
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from forensics.cli import main
+from forensics.ops.cli import main
 from forensics.bundle import verify
 
 

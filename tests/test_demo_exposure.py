@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.cli import SAMPLE_ROOT, main
+from forensics.ops.cli import SAMPLE_ROOT, main
 
 #: the fake credential planted in ml/trainer-0's env (samples/build.py); it must never be copied
 SECRET = "sample-not-a-secret-5e1a9c7b3d2f4e60"

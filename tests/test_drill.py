@@ -1,4 +1,4 @@
-"""The reload drill (forensics/drill.py) in the container lab (tests/lab.py): real containerd and runc,
+"""The reload drill (forensics/ops/drill.py) in the container lab (tests/lab.py): real containerd and runc,
 the hook-injected container A, the spec container B, and the lab's reload stand-in, which rebuilds
 every lab container's device rules from its spec the way systemd does on daemon-reload.
 
@@ -14,7 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from forensics import drill
+from forensics.ops import drill
 from test_containers_lab import lab  # noqa: F401 - the module-scoped lab fixture, reused
 
 TESTS = Path(__file__).resolve().parent

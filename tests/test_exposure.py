@@ -1,4 +1,4 @@
-"""forensics.exposure: container records (the shape collectors/containers.py writes) judged against a node
+"""forensics.findings.exposure: container records (the shape collectors/containers/ writes) judged against a node
 whose runtime facts come from collectors/runtime_config.py run over a host root built in tmp_path.
 The cases read like the incidents in ../shared/research/cases.md (C01, C05, C07, C08, C09, C14)."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
-from forensics.exposure import assess, device_plugin_settings
+from forensics.findings.exposure import assess, device_plugin_settings
 
 PROC_DEVICES = "Character devices:\n  1 mem\n136 pts\n195 nvidia\n226 drm\n508 nvidia-uvm\n511 nvidia-caps\n\n" \
                "Block devices:\n  8 sd\n"
@@ -72,7 +72,7 @@ def node(tmp_path: Path, *, systemd_cgroup=True, mode="auto", versions=None, lin
 
 def container(cid, *, pod, hooks=None, spec_gpu=False, env=None, annotations=None, driver="systemd", drop_in=None,
               rules=None, inside=True, probe=None, image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", name="cuda"):
-    """A container record in collectors/containers.py's shape."""
+    """A container record in collectors/containers/'s shape."""
     devs = [{"path": p, "type": "c", "major": M, "minor": m} for p, M, m in GPU] if spec_gpu else []
     res = BASE_RULES + ([{"allow": True, "type": "c", "major": M, "minor": m, "access": "rwm"} for _, M, m in GPU]
                         if spec_gpu else [])

@@ -1,9 +1,9 @@
-"""``gpu-forensics fleet`` (forensics/fleet.py) over bundles made by the real collector.
+"""``gpu-forensics fleet`` (forensics/ops/fleet.py) over bundles made by the real collector.
 
 tests/fleetgen.py builds 50 host roots from the sample node (broken, exposed and safe nodes in three
 pools; snapd's refresh requesting a daemon-reload on many nodes within 90 s, an unattended upgrade of
 nvidia-container-toolkit on others within 4 minutes, one operator's reload) and collects each with
-:func:`forensics.collect.collect`, some as directories and some as ``.tar.gz``.
+:func:`forensics.ops.pipeline.collect`, some as directories and some as ``.tar.gz``.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 import fleetgen
-from forensics import fleet
+from forensics.ops import fleet
 
 N = 50
 

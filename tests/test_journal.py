@@ -21,10 +21,10 @@ from journalbuild import build_journal, export_entry
 from privdrop import run_as_nobody
 
 from collectors import journal
-from collectors import journal_wording as wording
+from collectors.journal import wording
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import KINDS, NodeFacts
 
 UTC = timezone.utc

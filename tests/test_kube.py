@@ -22,7 +22,7 @@ import pytest
 
 from collectors import kube
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
 
 NODE_NAME = "gpu-a100-007"

@@ -1,4 +1,4 @@
-"""collectors.metrics and forensics.alerts against a real Prometheus (tests/promlab.py): OpenMetrics
+"""collectors.metrics and forensics.findings.alerts against a real Prometheus (tests/promlab.py): OpenMetrics
 history backfilled with promtool, served by a prometheus process on 127.0.0.1. No mocks, no skips: a
 missing prometheus/promtool fails (install with scripts/prometheus-deps.sh)."""
 from __future__ import annotations
@@ -17,11 +17,12 @@ import requests
 import yaml
 
 import promlab
-from collectors import metrics, node as node_collector, promclient
-from forensics import alerts
+from collectors import metrics, node as node_collector
+from collectors.metrics import promclient
+from forensics.findings import alerts
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
 from forensics.timeutil import iso_z
 from datetime import datetime, timezone
@@ -380,7 +381,7 @@ def test_no_prometheus_no_artifact(tmp_path):
 
 
 def test_credentials_and_urls():
-    from collectors.promclient import auth_for, redact_url
+    from collectors.metrics.promclient import auth_for, redact_url
     assert auth_for("tok123", "http://p") == ({"Authorization": "Bearer tok123"}, None)
     assert auth_for("Bearer tok123", "http://p")[0] == {"Authorization": "Bearer tok123"}
     assert auth_for("Basic bob:pw:x", "http://p") == ({}, ("bob", "pw:x"))
@@ -406,7 +407,7 @@ def test_sample_node3_gpu_july_window_from_recorded_metrics(tmp_path):
 def test_a_malformed_prometheus_url_is_an_error_artifact_not_a_lost_bundle(tmp_path):
     """A typo in --prometheus (bad port) used to raise while the manifest was written."""
     from forensics.bundle import verify
-    from forensics.cli import main
+    from forensics.ops.cli import main
     (tmp_path / "root").mkdir()
     out = tmp_path / "b"
     assert main(["collect", "--root", str(tmp_path / "root"), "--out", str(out),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from collectors import packages
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import KINDS, NodeFacts
 from forensics.timeutil import iso_z, tz_from_tzif
 
@@ -454,7 +454,7 @@ def test_unattended_upgrade_runs(tmp_path):
 # -- line grammars under arbitrary input -----------------------------------------------------------
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from collectors import packages_parse as pp  # noqa: E402
+from collectors.packages import parse as pp  # noqa: E402
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=200) | st.from_regex(
     r"\A\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(,\d{0,7})? ?[a-zA-Z<>:().,-]{0,12}( [^\n]{0,40}){0,5}\Z")

@@ -10,7 +10,7 @@ import pytest
 
 from collectors import podlogs
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
 
 PODS = "var/log/pods"

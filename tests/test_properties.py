@@ -21,12 +21,16 @@ from dateutil import tz as dtz
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from collectors import containers_parse as cp
-from collectors import journal, journal_wording as w, node, packages, packages_parse as pp, podlogs
+from collectors.containers import parse as cp
+from forensics import redact
+from collectors import journal, node, packages, podlogs
+from collectors.journal import wording as w
+from collectors.packages import parse as pp
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
-from forensics.cli import UsageError, parse_incident
-from forensics.events import KINDS, NodeFacts, Reading
+from forensics.ops.cli import UsageError, parse_incident
+from forensics.events import KINDS, NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import _localize, parse_iso, tz_from_tzif, within
 
 settings.register_profile("parsers", max_examples=200, deadline=None, database=None,
@@ -273,7 +277,7 @@ CONFIG_JSON = shaped({
                 "args": [st.sampled_from(["--token=x", "--password", "x", "http://u:p@h/"])]},
     "hooks": {k: [HOOK] for k in cp.HOOK_KINDS},
     "linux": {"devices": [DEVICE], "resources": {"devices": [DEVICE]}, "cgroupsPath": None},
-    "annotations": st.dictionaries(st.sampled_from([*cp.K8S_ANNOTATIONS, "cdi.k8s.io/gpu", "vault/auth-token"]),
+    "annotations": st.dictionaries(st.sampled_from([*redact.K8S_ANNOTATIONS, "cdi.k8s.io/gpu", "vault/auth-token"]),
                                    ANY_JSON, max_size=4)})
 STATE_JSON = shaped({"created": ISO_TEXT, "init_process_pid": None, "init_process_start": None,
                      "config": {"cgroups": {"devices": [DEVICE], "Systemd": None},
@@ -296,7 +300,7 @@ def test_oci_config_readers_take_any_json(spec):
 
 @given(CONFIG_JSON | ANY_JSON)
 def test_redaction_takes_any_json_and_keeps_no_planted_value(spec):
-    out = cp.redact_spec(spec)
+    out = redact.redact_spec(spec)
     dumped = json.dumps(out)
     assert "DB_PASSWORD=x" not in dumped and "--token=x" not in dumped and "u:p@" not in dumped
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import lab as L
-from forensics.cli import SAMPLE_ROOT, main
+from forensics.ops.cli import SAMPLE_ROOT, main
 
 #: files the lab's containerd writes by itself while it runs: its log and its bolt metadata database
 #: (garbage collection and leases touch meta.db with no client call)

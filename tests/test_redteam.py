@@ -16,14 +16,18 @@ from pathlib import Path
 import pytest
 
 import lab as L
-from collectors import containers, podlogs, probe
+from collectors import containers, podlogs
+from collectors.containers import probe
 from collectors import runtime_config as rc
-from collectors import containers_parse as cp
-from forensics import analysis, fleet, hostfs
+from collectors.containers import parse as cp
+from forensics import redact
+from forensics.findings import analysis
+from forensics.ops import fleet
+from forensics import hostfs
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
-from forensics.exposure import assess
+from forensics.findings.exposure import assess
 from reports import render
 
 SECRETS = ("SECRETARG1", "SECRETARG2", "SECRETARG3", "SECRETARG4", "SECRETARG5", "SECRETARG6", "SECRETARG7",
@@ -159,7 +163,7 @@ def test_p2_a_failing_assessment_is_a_problem_not_a_crash(tmp_path, monkeypatch)
 
     def boom(*a, **k):
         raise ValueError("invalid literal for int() with base 10: '\u00b2'")
-    monkeypatch.setattr("forensics.exposure.assess", boom)
+    monkeypatch.setattr("forensics.findings.exposure.assess", boom)
     a = analysis.analyze(Bundle.open(tmp_path / "b"))
     assert a["exposure"]["assessed"] is False and "ValueError" in a["exposure"]["reason"]
     assert any(p["artifact"] == "exposure" and "assessment failed" in p["message"] for p in a["problems"])
@@ -169,13 +173,13 @@ def test_p2_a_failing_assessment_is_a_problem_not_a_crash(tmp_path, monkeypatch)
 def test_p3_credential_names_and_newline_names_are_not_allowlisted():
     env = ["DB_PASSWORD=SECRETENV1", "NVIDIA_API_KEY=nvapi-SECRETENV2", "CUDA_AUTH_TOKEN=SECRETENV3",
            "PATH\n=SECRETENV4", "NVIDIA_VISIBLE_DEVICES=all", "CUDA_VERSION=12.4.1", "PATH=/usr/bin"]
-    out = cp.redact_env(env)
+    out = redact.redact_env(env)
     assert not any(s in json.dumps(out) for s in SECRETS)
     assert "NVIDIA_VISIBLE_DEVICES=all" in out and "CUDA_VERSION=12.4.1" in out and "PATH=/usr/bin" in out
     assert any(e.startswith("NVIDIA_API_KEY=<redacted hmac:") for e in out)
     kept = cp.env_allowlisted({"process": {"env": env}})
     assert set(kept) == {"NVIDIA_VISIBLE_DEVICES", "CUDA_VERSION", "PATH"}
-    assert not cp.ENV_ALLOW.match("PATH\n") and not cp.ENV_ALLOW.match("NVIDIA_API_KEY")
+    assert not redact.ENV_ALLOW.match("PATH\n") and not redact.ENV_ALLOW.match("NVIDIA_API_KEY")
 
 
 def test_p4_annotations_args_and_hook_args_keep_no_secret():
@@ -190,7 +194,7 @@ def test_p4_annotations_args_and_hook_args_keep_no_secret():
                         "io.kubernetes.cri.sandbox-name": "pod-a", "cdi.k8s.io/gpu": "nvidia.com/gpu=0"},
         "hooks": {"poststop": [{"path": "/bin/true", "args": ["true", "--token", "SECRETHOOK1"]}]},
     }
-    out = cp.redact_spec(spec)
+    out = redact.redact_spec(spec)
     dumped = json.dumps(out)
     assert not any(s in dumped for s in SECRETS), dumped
     # names kept, evidence kept
@@ -200,7 +204,7 @@ def test_p4_annotations_args_and_hook_args_keep_no_secret():
     assert out["process"]["args"][:2] == ["/bin/sh", "-c"] and "TOKEN=<redacted hmac:" in out["process"]["args"][2]
     assert "--db=postgres://<redacted>@h/db" in out["process"]["args"]
     # runc's labels: the annotations as key=value; the bundle label stays
-    labels = cp.redact_spec({"labels": ["bundle=/run/x", "my-note=SECRETANN1", "io.kubernetes.cri.sandbox-name=p"]})
+    labels = redact.redact_spec({"labels": ["bundle=/run/x", "my-note=SECRETANN1", "io.kubernetes.cri.sandbox-name=p"]})
     assert labels["labels"][0] == "bundle=/run/x" and labels["labels"][2] == "io.kubernetes.cri.sandbox-name=p"
     assert "SECRETANN1" not in labels["labels"][1]
 
@@ -210,10 +214,10 @@ def test_p4_redaction_is_linear_on_hostile_strings():
     40 kB before)."""
     started = time.monotonic()
     for s in ("a-" * 20_000, "--" + "key" * 15_000 + "!", "-" + "token" * 10_000 + "=", "a://" + "a@" * 20_000):
-        cp.redact_args([s])
+        redact.redact_args([s])
     assert time.monotonic() - started < 2
     started = time.monotonic()
-    cp.redact_args(["a-" * 1_000_000, "x" * 2_000_000 + "=", "bearer x " * 100_000])
+    redact.redact_args(["a-" * 1_000_000, "x" * 2_000_000 + "=", "bearer x " * 100_000])
     assert time.monotonic() - started < 20
 
 
@@ -257,7 +261,7 @@ def test_p5_credentials_in_pod_logs_are_neither_stored_nor_shown(tmp_path):
     for s in ("SECRETLOG1", "SECRETLOG2", "SECRETLOG3", "SECRETLOG4"):
         assert s.encode() not in raw and s not in shown
     assert "https://<redacted>@db/x" in shown and "Failed to initialize NVML" in shown
-    assert podlogs.clean(b"Bearer abc token=xyz") == f"Bearer {cp.redacted('abc')} token={cp.redacted('xyz')}"
+    assert podlogs.clean(b"Bearer abc token=xyz") == f"Bearer {redact.redacted('abc')} token={redact.redacted('xyz')}"
     assert podlogs.clean(b"Bearer abc", redact=False) == "Bearer abc"
     # --no-redact keeps them (and says so in the manifest)
     b2 = _podlogs(_pods_root(tmp_path / "nr"), tmp_path / "b2", redact=False)

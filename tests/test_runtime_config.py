@@ -14,7 +14,7 @@ import pytest
 
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
-from forensics.collect import CollectContext
+from forensics.source import CollectContext
 from forensics.events import NodeFacts
 
 PROC_DEVICES = """Character devices:

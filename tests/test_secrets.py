@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from journalbuild import build_journal, export_entry
 
-from collectors import containers_parse as cp
-from forensics.cli import main
+from forensics import redact
+from forensics.ops.cli import main
 
 TASKS = "run/containerd/io.containerd.runtime.v2.task/k8s.io"
 RUNC = "run/containerd/runc/k8s.io"
@@ -134,7 +134,7 @@ def every_file(top: Path) -> dict[str, bytes]:
 
 def h8(value: str) -> str:
     """What this process's collection made of ``value`` (the key is drawn per process)."""
-    return cp.redacted(value)
+    return redact.redacted(value)
 
 
 def test_no_byte_of_a_planted_secret_leaves_the_node(tmp_path, secret, capsys, caplog):
@@ -208,8 +208,8 @@ def test_a_redacted_hash_cannot_be_looked_up_in_a_password_list():
     import subprocess
     import sys
     plain = f"<redacted hmac:{hashlib.sha256(b'password').hexdigest()[:8]}>"
-    assert cp.redacted("password") == cp.redacted("password") != plain
-    code = "from collectors import containers_parse as cp; print(cp.redacted('password'))"
+    assert redact.redacted("password") == redact.redacted("password") != plain
+    code = "from forensics import redact; print(redact.redacted('password'))"
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            cwd=Path(__file__).resolve().parent.parent).stdout.strip() for _ in range(2)}
     assert len(runs) == 2 and plain not in runs and all(r.startswith("<redacted hmac:") for r in runs)

@@ -1,6 +1,6 @@
 """Ticket upload against a real HTTP server on 127.0.0.1 that stores what it receives.
 
-The server is http.server in a thread; the client is forensics.upload over real sockets. What the
+The server is http.server in a thread; the client is forensics.ops.upload over real sockets. What the
 server stored is compared by SHA-256 with the files on disk, and the auth header is checked to reach
 the server but no record, log line or exception text.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.upload import UploadError, redact_url, upload
+from forensics.ops.upload import UploadError, redact_url, upload
 
 SECRET = "Bearer s3cr3t-T0KEN-4f9a2c"
 
@@ -200,7 +200,7 @@ def test_run_with_upload_url_sends_the_real_bundle_and_reports(drop, tmp_path, m
     """`gpu-forensics run --upload-url` on the sample node: the server receives exactly the bytes."""
     import json as _json
     import sys as _sys
-    from forensics.cli import SAMPLE_ROOT, main
+    from forensics.ops.cli import SAMPLE_ROOT, main
     _sys.path.insert(0, str(SAMPLE_ROOT.parent))
     import build
     build.ensure_journal()

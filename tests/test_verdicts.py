@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from forensics.correlator import correlate, incidents_from
+from forensics.findings.correlator import correlate, incidents_from
 from forensics.events import Coverage, Event
-from forensics import verdicts
+from forensics.findings import verdicts
 
 UTC = timezone.utc
 T = lambda s: datetime.fromisoformat(s).replace(tzinfo=UTC)  # noqa: E731

@@ -8,84 +8,19 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import shlex
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from .artifact import Artifact, Status
-from .bundle import BundleWriter
-from .timeutil import iso_z
-
-
-#: a URL's query values (presigned upload URLs carry their signature there) and the whole URL shape
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-_QUERY_VALUE = re.compile(r"(?P<k>[?&][^=&#\s]+=)[^&#\s]+")
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """The command line as the manifest records it when redaction is on: credentials inside each
-    argument removed (:func:`collectors.containers_parse.redact_text`: URL credentials, Bearer/Basic
-    values, credential ``NAME=X``), and every query value of a URL argument (``--upload-url``'s
-    presigned signature, a ``?token=``) replaced by ``<redacted>``. Raises nothing."""
-    from collectors.containers_parse import redact_text
-    out = []
-    for a in argv:
-        a = redact_text(a, p_flag=False)
-        out.append(_QUERY_VALUE.sub(r"\g<k><redacted>", a) if _URL.match(a) else a)
-    return out
-
-
-@dataclass
-class CollectContext:
-    """What a collector's ``acquire(ctx)`` gets.
-
-    ``root`` is the host's root as this process sees it (``/`` on the node, ``/host`` in a pod);
-    ``journal_dirs`` are extra journal directories or files given with ``--journal-dir`` (paths on
-    this machine, not under ``root``); ``since`` (UTC) limits the journal scan; ``facts`` is the
-    manifest's node section, filled by the node collector first and read by later ones.
-    """
-
-    root: Path
-    writer: BundleWriter
-    journal_dirs: list[Path] = field(default_factory=list)
-    since: datetime | None = None
-    facts: dict = field(default_factory=dict)
-    log: Callable[[str], None] = lambda msg: None
-    #: extra containerd state directories (besides <root>/run/containerd), e.g. a lab's --state
-    containerd_state_dirs: list[Path] = field(default_factory=list)
-    #: --probe: open() each GPU device node inside each container (opt-in)
-    probe: bool = False
-    #: Prometheus / dcgm-exporter endpoints (--prometheus, --dcgm-url); None when not given
-    prometheus: str | None = None
-    dcgm_url: str | None = None
-    #: Prometheus credentials: the NAME of an env variable, or a file, holding "Bearer X" / "Basic u:p";
-    #: never written to the bundle. ``prometheus_ca``: a PEM CA bundle for its TLS
-    prometheus_token_env: str | None = None
-    prometheus_token_file: str | None = None
-    prometheus_ca: str | None = None
-    #: --kube: read the node's cluster-side context from the API server (collectors/kube.py, read-only);
-    #: ``kubeconfig``: --kubeconfig (None: in-cluster, then the default kubeconfig)
-    kube: bool = False
-    kubeconfig: str | None = None
-    #: time.monotonic() value after which collectors stop reading and mark what they hold truncated
-    deadline: float | None = None
-    #: redact secret values (container env, credential annotations, URL credentials); --no-redact clears it
-    redact: bool = True
-
-    def expired(self) -> bool:
-        """True once the run's time budget (``--time-budget``) is spent."""
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    @property
-    def live(self) -> bool:
-        """True when collecting from the running host itself (``--root /``)."""
-        return os.path.realpath(self.root) == "/"
+from ..artifact import Artifact, Status
+from ..bundle import BundleWriter
+from ..redact import redact_argv
+from ..source import CollectContext
+from ..timeutil import iso_z
 
 
 def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[dict] | None = None,
@@ -134,7 +69,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
                                    message=f"{type(e).__name__}: {e}",
                                    notes=(traceback.format_exc(limit=3)[-800:],)))
-    from collectors.promclient import redact_url
+    from collectors.metrics.promclient import redact_url
     writer.meta.update({
         "node": ctx.facts.get("hostname_override") or ctx.facts.get("hostname"),
         "node_facts": ctx.facts,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .events import Coverage, Event
-from .timeutil import human, iso_z
+from ..events import Coverage, Event
+from ..timeutil import human, iso_z
 
 CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded", "undetermined"
 #: how far before a reload without a caller line we look for what requested it

@@ -35,7 +35,7 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
      "annotations": {cdi.k8s.io/* and io.kubernetes.* pod/container annotations},
      "device_plugin_socket_mount": whether config.json's mounts[] bind-mount the host's
                     /var/lib/kubelet/device-plugins (the kubelet's registration socket) at that path, as a
-                    real device plugin's do (containers_parse.device_plugin_socket_mount); None when
+                    real device plugin's do (parse.device_plugin_socket_mount); None when
                     config.json could not be read; absent in bundles written by older versions,
      "cgroup": {"version": 1|2|None, "path", "driver": "systemd"|"cgroupfs"|None,
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
@@ -58,11 +58,14 @@ from datetime import datetime
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
-from forensics.collect import CollectContext
-from forensics.events import Event, NodeFacts, Reading
+from forensics.source import CollectContext
+from forensics.events import Event, NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import parse_iso
 
-from . import containers_parse as cp
+from forensics import redact as rd
+
+from . import parse as cp
 from . import probe as probe_mod
 
 DEFAULT_STATE_DIRS = ("/run/containerd", "/run/k3s/containerd")
@@ -86,7 +89,7 @@ def acquire(ctx: CollectContext) -> None:
 
     Reads ``getattr(ctx, "containerd_state_dirs", [])`` (extra containerd state dirs, host paths read
     under ``ctx.root``) and ``getattr(ctx, "probe", False)`` (run the open() probe of
-    :mod:`collectors.probe`; otherwise every probe result is ``not-run``). Every file that could
+    :mod:`collectors.containers.probe`; otherwise every probe result is ``not-run``). Every file that could
     not be read is recorded in the manifest with its errno; nothing on the host is written, except
     the probe child's own pid into the container's ``cgroup.procs`` (it leaves when the child exits).
     """
@@ -254,7 +257,7 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
     try:
         obj = json.loads(data.decode("utf-8", "surrogateescape"))
         if redact:
-            obj = cp.redact_spec(obj)
+            obj = rd.redact_spec(obj)
         # compact, so that the C encoder writes it (indent= takes the pure-Python one, ~7x slower); a
         # value nested too deeply to write back fails here, not half-way into the bundle
         text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
@@ -508,7 +511,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """Read the container records back from the bundle (never the host).
 
     Returns a :class:`Reading` with ``facts["containers"]`` = the records (shape in the module
-    docstring; each gets ``"gpu": bool`` from :func:`containers_parse.is_gpu` added) and events, each with ``evidence = {"artifact": record path}``:
+    docstring; each gets ``"gpu": bool`` from :func:`parse.is_gpu` added) and events, each with ``evidence = {"artifact": record path}``:
 
     - ``container.created`` at the runc ``created`` time: attrs ``id, pod, namespace,
       container_name, gpu``;

@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__
-from .artifact import Status
-from .bundle import Bundle, BundleError, verify
-from .timeutil import parse_iso
+from .. import __version__
+from ..artifact import Status
+from ..bundle import Bundle, BundleError, verify
+from ..timeutil import parse_iso
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
 
 
@@ -42,7 +42,7 @@ def parse_incident(text: str) -> dict:
         raise UsageError(f"--incident {text!r}: {exc}") from None
     if e < s:
         raise UsageError(f"--incident {text!r}: END is before START")
-    from .timeutil import iso_z
+    from ..timeutil import iso_z
     return {"start": iso_z(s), "end": iso_z(e), "label": m.group(3) or None, "text": text}
 
 
@@ -172,7 +172,7 @@ def _progress(total: int):
 
 
 def cmd_collect(args, argv) -> tuple[Path, int]:
-    from .collect import collect
+    from .pipeline import collect
     root = Path(args.root)
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a directory (give the host's root, e.g. / or /host)")
@@ -220,7 +220,7 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
 
 
 def _hostname(root: Path) -> str | None:
-    from . import hostfs
+    from .. import hostfs
     try:
         return hostfs.read_text(root, "/etc/hostname", 256).strip() or None
     except OSError:
@@ -229,7 +229,7 @@ def _hostname(root: Path) -> str | None:
 
 def cmd_analyze(bundle_path: Path, args) -> int:
     from reports import render
-    from .analysis import analyze
+    from ..findings.analysis import analyze
     b = Bundle.open(bundle_path)
     a = analyze(b)
     html, md, js = _report_paths(args, bundle_path)
@@ -282,7 +282,7 @@ def _upload(bundle: Path, args) -> int:
 
 
 def cmd_timeline(args) -> int:
-    from .analysis import analyze
+    from ..findings.analysis import analyze
     a = analyze(Bundle.open(args.bundle), full_timeline=True)
     rows = a["timeline"]
     if args.format == "jsonl":

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import verdicts
-from .events import Coverage, Event
-from .timeutil import iso_z, parse_iso
+from ..events import Coverage, Event
+from ..timeutil import iso_z, parse_iso
 
 #: sources whose current file is appended to until collection, so silence after its last line is
 #: evidence, provided that current file itself was collected (rotations alone prove nothing after them)
@@ -94,7 +94,7 @@ def incidents_from(manifest_incidents: list[dict], events: list[Event], cov: dic
 
 
 def _from_metrics(out: list[Incident], metric: list[dict], cov: dict[str, Coverage]) -> None:
-    """Incidents from Prometheus (collectors/metrics.py ``metric_incidents``), in place.
+    """Incidents from Prometheus (collectors/metrics/ ``metric_incidents``), in place.
 
     A DCGM series that vanished while its exporter stayed up gives a tight window: its last sample
     to the first scrape without it. GPU capacity falling to 0 gives ``[last positive sample, first 0]``;
@@ -193,10 +193,10 @@ def _from_containers(out: list[Incident], kinds: dict[str, list[Event]], broken:
 
 def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict,
               broken: list[dict] | None = None, metric: list[dict] | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
-    """Weigh every cause in :data:`forensics.verdicts.RULES` for every incident.
+    """Weigh every cause in :data:`forensics.findings.verdicts.RULES` for every incident.
 
     ``events`` must be sorted by time (each rule then sees only its window, from
-    :data:`~forensics.verdicts.REQUESTER_LOOKBACK` before it; out of order, every rule reads them all);
+    :data:`~forensics.findings.verdicts.REQUESTER_LOOKBACK` before it; out of order, every rule reads them all);
     ``broken`` lists exposure rows of containers that lost their GPU. Returns ``(incidents with causes,
     coverage by source)``.
     """

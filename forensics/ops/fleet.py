@@ -1,6 +1,6 @@
 """``gpu-forensics fleet BUNDLE...``: one exposure report across many nodes' bundles.
 
-Each bundle is opened and analysed on its own (:func:`forensics.analysis.analyze`, the same
+Each bundle is opened and analysed on its own (:func:`forensics.findings.analysis.analyze`, the same
 ``gpu-forensics/analysis/v1`` dict ``analyze`` writes), in a pool of worker processes, and only a
 small per-node summary (:func:`summarize`, a few kilobytes) comes back, so memory stays flat in the
 number of bundles; a ``.tar.gz`` bundle's temporary directory is removed as soon as its node is done.
@@ -29,8 +29,8 @@ from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .bundle import INCOMPLETE, MANIFEST, Bundle, BundleError, verify
-from .timeutil import iso_z, parse_iso
+from ..bundle import INCOMPLETE, MANIFEST, Bundle, BundleError, verify
+from ..timeutil import iso_z, parse_iso
 
 SCHEMA = "gpu-forensics/fleet/v1"
 MERGE_WINDOW = timedelta(minutes=10)
@@ -69,7 +69,7 @@ def summarize(path: str | Path) -> dict:
     """Open, verify and analyse one bundle; return its node summary (``{"node", "bundle", "class",
     "reason", "pool", "settings", "incidents", "triggers", ...}``, see :func:`node_summary`) or
     ``{"bundle", "error"}`` when it is not a readable bundle. Never raises for a bad bundle."""
-    from .analysis import analyze
+    from ..findings.analysis import analyze
     try:
         b = Bundle.open(path)
     except BundleError as e:
@@ -125,9 +125,9 @@ def node_summary(a: dict, bundle: Bundle, integrity: list[str]) -> dict:
 
     ``a`` is the analysis dict, ``bundle`` the opened bundle (read for container records and stored
     Kubernetes answers), ``integrity`` the problems :func:`forensics.bundle.verify` found."""
-    from collectors.containers_parse import ENV_ALLOW
+    from forensics.redact import ENV_ALLOW
     from collectors import containers as containers_mod, kube
-    from .exposure import device_plugin_settings
+    from ..findings.exposure import device_plugin_settings
     exp = a.get("exposure") or {}
     cls, reason = classify(exp)
     rows = exp.get("containers") or []

@@ -7,7 +7,7 @@ takes a GPU away. This is the one command of the tool that changes the node: it 
    node's containerd and the NVIDIA runtime, removed afterwards), or from every GPU container whose
    devices can be probed. Refuse (exit 2) when no such container exists.
 2. ``before/``: a bundle of the node facts, the runtime configuration and the containers, with the
-   open() probe (collectors/containers.py, collectors/probe.py): the on-disk ``config.json``, runc's
+   open() probe (collectors/containers/, collectors/containers/probe.py): the on-disk ``config.json``, runc's
    state, the cgroup v1 ``devices.list`` or v2 device programs, systemd's ``DeviceAllow=`` drop-in and
    the errno of ``open()`` on each GPU device node from inside the container.
 3. The reload: ``systemctl daemon-reload`` (``chroot ROOT systemctl daemon-reload`` when ``--root`` is
@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from .timeutil import iso_z
+from ..timeutil import iso_z
 
 SCHEMA = "gpu-forensics/drill/v1"
 FIXED, EXPOSED, INCONCLUSIVE = "fixed", "still exposed", "inconclusive"
@@ -64,9 +64,9 @@ def snapshot(root: Path, out: Path, state_dirs: list[str]) -> tuple[Path, list[d
     """Collect node facts, runtime configuration and containers (with the probe) into the bundle
     ``out``; returns ``(bundle path, container records as collectors.containers.read gives them)``."""
     from collectors import containers, node, runtime_config
-    from .bundle import Bundle, BundleWriter
-    from .collect import CollectContext
-    from .events import NodeFacts
+    from ..bundle import Bundle, BundleWriter
+    from ..source import CollectContext
+    from ..events import NodeFacts
     started = datetime.now(timezone.utc)
     w = BundleWriter(out)
     ctx = CollectContext(root=Path(root), writer=w, probe=True, containerd_state_dirs=[Path(d) for d in state_dirs])
@@ -311,7 +311,7 @@ def _systemd_cgroup(root: Path) -> bool:
     container is placed the way pods are."""
     import tomllib
     from collectors.runtime_config import containerd_settings
-    from . import hostfs
+    from .. import hostfs
     try:
         doc = tomllib.loads(hostfs.read_text(root, "/etc/containerd/config.toml", limit=4 << 20))
     except (OSError, ValueError):

@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from .artifact import Status
-from .bundle import Bundle
+from ..artifact import Status
+from ..bundle import Bundle
 from .correlator import correlate, window_text
-from .events import Event, Reading
-from .timeutil import human, iso_z, local_iso, parse_iso, within
+from ..events import Event
+from ..source import Reading
+from ..timeutil import human, iso_z, local_iso, parse_iso, within
 from .verdicts import describe_requester
 
 SCHEMA = "gpu-forensics/analysis/v1"
@@ -179,7 +180,7 @@ def _analyze(bundle: Bundle, full_timeline: bool) -> dict:
     preconditions = {"systemd_cgroup": (facts.get("preconditions") or {}).get("systemd_cgroup"),
                      "gpu_outside_spec": None}
     if facts.get("runtime") or facts.get("containers"):
-        from collectors.containers_parse import ENV_ALLOW
+        from forensics.redact import ENV_ALLOW
         from .exposure import assess, device_plugin_settings
         containers = facts.get("containers") or []
         try:

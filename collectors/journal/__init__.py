@@ -5,7 +5,7 @@ file descriptors obtained through :mod:`forensics.hostfs`), probing each file al
 ``Reader(path=)`` silently skips a bad file and ``Reader(files=[...])`` fails whole if one is bad
 (../shared/research/formats.md §1.1). Only selected entries are stored, found with journal field
 matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``) and time seeks, never by reading
-every entry's text. What each message means lives in :mod:`collectors.journal_wording`.
+every entry's text. What each message means lives in :mod:`collectors.journal.wording`.
 
 Bundle files (all under ``journal/``):
 
@@ -15,7 +15,7 @@ Bundle files (all under ``journal/``):
   ``hash_error`` when the file opened but could not be read to its end for the hash.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
-  with the credentials :func:`collectors.containers_parse.redact_bytes` recognises replaced, the same policy as
+  with the credentials :func:`collectors.containers.parse.redact_bytes` recognises replaced, the same policy as
   for pod logs), ``__CURSOR``,
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
@@ -45,11 +45,11 @@ from datetime import datetime, timezone
 from systemd import journal as _sdj
 
 from forensics import hostfs
+from forensics.redact import redact_bytes, redact_text
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
-from forensics.events import Reading
+from forensics.source import Reading
 from forensics.timeutil import from_usec, iso_z
-from . import containers_parse as cp
-from . import journal_wording as w
+from . import wording as w
 
 HOST_DIRS = ("/var/log/journal", "/run/log/journal")
 FILES, ENTRIES, BOOTS, COVERAGE = ("journal/files.json", "journal/entries.jsonl", "journal/boots.json",
@@ -597,11 +597,11 @@ def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
 
 def redact_entry(e: dict) -> dict:
     """A stored entry with credentials in its field values redacted (the pod-log policy,
-    :func:`collectors.containers_parse.redact_text` without the ``-p`` rule), base64 values included;
+    :func:`collectors.containers.parse.redact_text` without the ``-p`` rule), base64 values included;
     ``__`` fields (cursor, timestamps) and ``_GF_SELECTED_BY`` are left as they are. Raises nothing."""
     def one(v):
         if isinstance(v, str):
-            return cp.redact_text(v, p_flag=False)
+            return redact_text(v, p_flag=False)
         if isinstance(v, list):
             return [one(x) for x in v]
         if isinstance(v, dict) and isinstance(v.get("base64"), str):
@@ -609,7 +609,7 @@ def redact_entry(e: dict) -> dict:
                 raw = base64.b64decode(v["base64"])
             except ValueError:
                 return v
-            return {"base64": base64.b64encode(cp.redact_bytes(raw)).decode()}
+            return {"base64": base64.b64encode(redact_bytes(raw)).decode()}
         return v
     return {k: v if k.startswith("__") or k == "_GF_SELECTED_BY" else one(v) for k, v in e.items()}
 

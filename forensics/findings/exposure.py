@@ -7,7 +7,7 @@ outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among the
 GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240.
 
 Inputs are plain dicts: ``runtime`` from collectors/runtime_config.py (``Reading.facts["runtime"]``)
-and container records from collectors/containers.py. Nothing here reads the host or the bundle.
+and container records from collectors/containers/. Nothing here reads the host or the bundle.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import fnmatch
 import json
 import re
 
-from collectors.containers_parse import DEVICE_PLUGIN_DIR
+from collectors.containers.parse import DEVICE_PLUGIN_DIR
 
-from .timeutil import parse_iso
+from ..timeutil import parse_iso
 
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
 NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
@@ -25,9 +25,9 @@ CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
-SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers.py)
+SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers/)
 _CTYPE = "io.kubernetes.cri.container-type"
-_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted hmac:1a2b3c4d>" (containers_parse)
+_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted hmac:1a2b3c4d>" (forensics.redact)
 
 
 def _nvidia_or_cuda(name: str) -> bool:
@@ -46,7 +46,7 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict
     (a bundle from an older version) is taken as before, with a basis saying the mount was not checked.
 
     ``kept(name)`` says whether the container record's env keeps a variable of that name (the
-    collector's allowlist, e.g. ``containers_parse.ENV_ALLOW.match``): a kept name that is absent was
+    collector's allowlist, e.g. ``forensics.redact.ENV_ALLOW.match``): a kept name that is absent was
     not set, so the plugin's default applies; a name the allowlist drops is unknown when absent.
 
     Returns ``None`` when no plugin container is found, else ``{"id", "pod", "image",
@@ -138,7 +138,7 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
 
     ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config.py (``{}`` when absent);
-    ``containers``: container records of collectors/containers.py; ``device_plugin``: the dict of
+    ``containers``: container records of collectors/containers/; ``device_plugin``: the dict of
     :func:`device_plugin_settings` or ``None``. Returns ``{"assessed": True, "systemd_cgroup",
     "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
     "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",

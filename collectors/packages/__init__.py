@@ -16,7 +16,7 @@ Bundle layout written by :func:`acquire`::
 the manifest record says so.
 
 All three logs are written in local time without a zone; :func:`read` interprets them in the
-node's zone (``NodeFacts.tz``). Line grammars live in :mod:`collectors.packages_parse`.
+node's zone (``NodeFacts.tz``). Line grammars live in :mod:`collectors.packages.parse`.
 """
 from __future__ import annotations
 
@@ -29,14 +29,15 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from forensics import hostfs
+from forensics.redact import redact_bytes
 from forensics.artifact import Status, errno_name, from_oserror
 from forensics.bundle import Bundle
-from forensics.collect import CollectContext
-from forensics.events import Coverage, Event, NodeFacts, Reading
+from forensics.source import CollectContext
+from forensics.events import Coverage, Event, NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import iso_z, localize
 
-from . import containers_parse as cp
-from . import packages_parse as pp
+from . import parse as pp
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
 GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
@@ -97,7 +98,7 @@ def acquire(ctx: CollectContext) -> None:
 
 def redact_copy(name: str):
     """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
-    ``name`` with credentials replaced (:func:`collectors.containers_parse.redact_bytes`: URL
+    ``name`` with credentials replaced (:func:`collectors.containers.parse.redact_bytes`: URL
     credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
     none is stored byte for byte; a ``.gz`` with some is decompressed (at most
     :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
@@ -107,7 +108,7 @@ def redact_copy(name: str):
             text, gz_note, gz = _gunzip(data)
             if text is None:
                 return data, (gz_note,)
-        out = cp.redact_bytes(text)
+        out = redact_bytes(text)
         if out == text:
             return data, ()
         n = sum(a != b for a, b in zip(*(t.decode("utf-8", "surrogateescape").splitlines() for t in (text, out))))

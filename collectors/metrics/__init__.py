@@ -1,7 +1,7 @@
 """Metrics evidence from Prometheus (and dcgm-exporter): when each GPU's DCGM metrics were last seen,
 the node's GPU capacity history, Prometheus retention as a gap, and the cluster's alert rules.
 
-Acquire (only with ``--prometheus``; every raw answer is kept, see :mod:`collectors.promclient`):
+Acquire (only with ``--prometheus``; every raw answer is kept, see :mod:`collectors.metrics.promclient`):
 server clock (``time()``), ``/api/v1/status/runtimeinfo`` and ``/flags`` (retention), the server's
 own ``/metrics`` (``prometheus_tsdb_lowest_timestamp_seconds``: the oldest sample held), the node's
 DCGM series (``/api/v1/series``), their first and last sample per GPU, ``up`` of each exporter target
@@ -27,10 +27,11 @@ from datetime import datetime, timezone
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
-from forensics.collect import CollectContext
-from forensics.events import Coverage, Event, NodeFacts, Reading
+from forensics.source import CollectContext
+from forensics.events import Coverage, Event, NodeFacts
+from forensics.source import Reading
 from forensics.timeutil import iso_z, local_iso
-from forensics import alerts
+from forensics.findings import alerts
 
 from .promclient import (PromClient, PrometheusError, Unreachable, answered, change_points, coarse_points,
                          duration_seconds, evidence, fetch_text, last_samples, lowest_timestamp, promql_str,
