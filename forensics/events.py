@@ -1,49 +1,84 @@
 """The event model: what every source is read into, and what the correlator and reports consume.
 
-Event kinds form a fixed vocabulary (../shared/DESIGN.md "Event kinds"); each kind has fixed
-``attrs``. Add kinds, never rename them. Times are timezone-aware UTC ``datetime`` objects; the
-source's own text for the time is kept in ``original``.
+Event kinds form a fixed vocabulary (../shared/DESIGN.md "Event kinds"): :data:`KINDS` is the one
+home of each kind, its ``attrs``, what its time means and whether it is context. Add kinds, never
+rename them. Times are timezone-aware UTC ``datetime`` objects; the source's own text for the time
+is kept in ``original``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 
-#: kind -> the attrs that kind carries (documentation and a test keep readers honest)
-KINDS: dict[str, tuple[str, ...]] = {
-    "journal.reload": ("wording", "requester_pid", "requester_comm", "requester_unit"),
-    "journal.reload-finished": ("duration_ms",),
-    "journal.reexec": ("wording", "requester_pid", "requester_comm", "requester_unit"),
-    "journal.sighup": ("sender_pid", "sender_comm"),
-    "journal.boot": ("boot_id", "first", "last"),
-    "journal.nvml-error": ("message", "identifier", "unit", "pod"),
-    "journal.healthy": ("message", "identifier", "unit", "pod"),
-    "journal.unit": ("unit", "action", "message"),
-    "journal.requester": ("pid", "comm", "unit", "identifier", "message"),
-    "journal.banner": ("systemd_version",),
-    "package.transaction": ("command", "requested_by", "packages", "end", "error", "ships_units"),
-    "package.unattended-run": ("end", "packages", "result"),
-    "package.dpkg-action": ("action", "package", "old_version", "new_version", "state", "ships_units"),
-    "container.created": ("id", "pod", "namespace", "container_name", "gpu"),
-    "container.probe": ("id", "pod", "path", "result"),
-    "container.device-rules-applied": ("id", "pod", "prog_id", "prog_name"),
-    "container.log-error": ("pod", "namespace", "container", "message", "signature", "stream", "restart", "truncated"),
-    "container.log-healthy": ("pod", "namespace", "container", "message", "stream", "restart", "truncated"),
-    "metrics.dcgm-last-seen": ("gpu", "uuid", "hostname", "metric", "job", "instance"),
-    "metrics.capacity-change": ("resource", "series", "old", "new", "last_old_at"),
-    "kube.event": ("type", "reason", "message", "count", "object_kind", "namespace", "name"),
-    "kube.node-condition": ("type", "status", "reason", "message"),
-    "kube.container-terminated": ("namespace", "pod", "container", "reason", "exit_code", "restart_count"),
-    "incident.start": ("incident",),
-    "incident.end": ("incident",),
+
+@dataclass(frozen=True)
+class Kind:
+    """What one event kind means.
+
+    ``attrs``: the keys of :attr:`Event.attrs` an event of this kind carries (readers set exactly
+    these; tests check it). ``timestamp_desc``: what the event's time is, in the words of
+    Timesketch's ``timestamp_desc`` column (plaso's "Creation Time", "Last Known Good", ...; the
+    ``timeline --format timesketch`` output). ``context``: a context kind, one of many routine
+    lines (one per dpkg.log line, say) kept in analysis.json's ``timeline[]`` only near an
+    incident window; the correlator and ``gpu-forensics timeline`` see all of them.
+    """
+
+    attrs: tuple[str, ...]
+    timestamp_desc: str
+    context: bool = False
+
+
+_CALLER = ("wording", "requester_pid", "requester_comm", "requester_unit")
+_LOG = ("message", "identifier", "unit", "pod")
+
+#: the timeline's vocabulary: kind -> :class:`Kind`. :class:`Event` rejects a kind not here.
+KINDS: dict[str, Kind] = {
+    "journal.reload": Kind(_CALLER, "Reload Requested Time"),
+    "journal.reload-finished": Kind(("duration_ms",), "Reload Finished Time", context=True),
+    "journal.reexec": Kind(_CALLER, "Reexec Time"),
+    "journal.sighup": Kind(("sender_pid", "sender_comm"), "Signal Received Time"),
+    "journal.boot": Kind(("boot_id", "first", "last"), "First Entry Of Boot"),
+    "journal.nvml-error": Kind(_LOG, "Log Time"),
+    "journal.healthy": Kind(_LOG, "Log Time"),
+    "journal.unit": Kind(("unit", "action", "message"), "Log Time"),
+    "journal.requester": Kind(("pid", "comm", "unit", "identifier", "message"), "Log Time", context=True),
+    "journal.banner": Kind(("systemd_version",), "Manager Start Time"),
+    "package.transaction": Kind(("command", "requested_by", "packages", "end", "error", "ships_units"),
+                                "Start Time"),
+    "package.unattended-run": Kind(("end", "packages", "result"), "Start Time"),
+    "package.dpkg-action": Kind(("action", "package", "old_version", "new_version", "state", "ships_units"),
+                                "Log Time", context=True),
+    "container.created": Kind(("id", "pod", "namespace", "container_name", "gpu"), "Creation Time"),
+    "container.probe": Kind(("id", "pod", "path", "result"), "Probe Time"),
+    "container.device-rules-applied": Kind(("id", "pod", "prog_id", "prog_name"), "Program Load Time"),
+    "container.log-error": Kind(("pod", "namespace", "container", "message", "signature", "stream", "restart",
+                                 "truncated"), "First Error Time"),
+    "container.log-healthy": Kind(("pod", "namespace", "container", "message", "stream", "restart", "truncated"),
+                                  "Last Clean Log Time"),
+    "metrics.dcgm-last-seen": Kind(("gpu", "uuid", "hostname", "metric", "job", "instance"), "Last Sample Time"),
+    "metrics.capacity-change": Kind(("resource", "series", "old", "new", "last_old_at"), "Change Time"),
+    "kube.event": Kind(("type", "reason", "message", "count", "object_kind", "namespace", "name"),
+                       "Last Seen Time"),
+    "kube.node-condition": Kind(("type", "status", "reason", "message"), "Transition Time"),
+    "kube.container-terminated": Kind(("namespace", "pod", "container", "reason", "exit_code", "restart_count"),
+                                      "Finish Time"),
+    "incident.start": Kind(("incident",), "Last Known Good"),
+    "incident.end": Kind(("incident",), "First Known Bad"),
 }
+
+
+def is_context(kind: str) -> bool:
+    """Whether ``kind`` is a context kind (:attr:`Kind.context`); ``False`` for a kind not in :data:`KINDS`."""
+    k = KINDS.get(kind)
+    return bool(k and k.context)
 
 
 @dataclass
 class Event:
     """One dated fact on the timeline.
 
-    ``at`` is UTC; ``source`` names the evidence source (``journal``, ``dpkg``, ``apt``,
+    ``at`` is UTC; ``kind`` is a key of :data:`KINDS` (any other raises ``ValueError``, as does a
+    naive ``at``); ``source`` names the evidence source (``journal``, ``dpkg``, ``apt``,
     ``unattended-upgrades``, ``incident``); ``evidence`` points back into the bundle:
     ``{"artifact": REL, "line": N}`` or ``{"artifact": REL, "cursor": CURSOR}``. ``flags`` holds
     reading problems that lower trust in the event or its time:
@@ -69,6 +104,8 @@ class Event:
     flags: tuple[str, ...] = ()
 
     def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown event kind {self.kind!r}: add it to forensics.events.KINDS")
         if self.at.tzinfo is None:
             raise ValueError(f"event time must be timezone-aware: {self.at!r}")
         self.at = self.at.astimezone(timezone.utc)

@@ -16,6 +16,7 @@ import jinja2
 import markupsafe
 from dateutil import parser as _dparser
 
+from forensics.events import is_context
 from forensics.timeutil import within
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
@@ -38,7 +39,7 @@ def md(value) -> str:
 
 
 _MD_ENV.filters["md"] = md
-#: dpkg actions are shown only this close to an incident window; the JSON keeps all of them
+#: events of context kinds (forensics.events.Kind.context) are shown only this close to an incident window
 NEAR = timedelta(hours=1)
 
 
@@ -53,7 +54,7 @@ def _shown_timeline(a: dict) -> tuple[list[dict], int]:
     near = within((_when(i["window"]["start"]) - NEAR, _when(i["window"]["end"]) + NEAR) for i in a["incidents"])
     shown, hidden = [], 0
     for e in a["timeline"]:
-        if e["kind"] in ("package.dpkg-action", "journal.requester", "journal.reload-finished"):
+        if is_context(e["kind"]):
             if not near(_when(e["at"])):
                 hidden += 1
                 continue

@@ -17,7 +17,7 @@ from operator import attrgetter
 from ..artifact import Status
 from ..bundle import Bundle
 from .correlator import correlate, window_text
-from ..events import Event
+from ..events import KINDS, Event
 from ..source import Reading
 from ..timeutil import human, iso_z, local_iso, parse_iso, within
 from .verdicts import describe_requester
@@ -132,9 +132,9 @@ def verdict_sentence(inc, cause, tz) -> str:
     return f"{head}{name} is UNDETERMINED: {cause.reason}"
 
 
-#: context kinds kept in ``timeline[]`` only near an incident window (the correlator sees all of them;
-#: ``gpu-forensics timeline`` prints all of them): one dpkg.log line each would swamp the JSON
-CONTEXT_KINDS = ("package.dpkg-action", "journal.requester", "journal.reload-finished")
+#: context kinds (``KINDS[kind].context``) are kept in ``timeline[]`` only this near an incident window
+#: (the correlator sees all of them; ``gpu-forensics timeline`` prints all of them): one dpkg.log line each
+#: would swamp the JSON
 CONTEXT_MARGIN = timedelta(hours=1)
 
 
@@ -143,7 +143,7 @@ def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[list[dict
     near = within((i.start - CONTEXT_MARGIN, i.end + CONTEXT_MARGIN) for i in incidents)
     out, omitted = [], {}
     for e in events:
-        if not full and e.kind in CONTEXT_KINDS and not near(e.at):
+        if not full and KINDS[e.kind].context and not near(e.at):
             omitted[e.kind] = omitted.get(e.kind, 0) + 1
             continue
         out.append(_timeline_entry(e, tz))
@@ -168,8 +168,8 @@ def _no_cycle_collection():
 def analyze(bundle: Bundle, full_timeline: bool = False) -> dict:
     """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``).
 
-    ``timeline[]`` holds every event except the context kinds in :data:`CONTEXT_KINDS` far from any
-    incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all."""
+    ``timeline[]`` holds every event except those of context kinds (:attr:`forensics.events.Kind.context`)
+    far from any incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all."""
     with _no_cycle_collection():
         return _analyze(bundle, full_timeline)
 

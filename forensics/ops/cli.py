@@ -6,7 +6,6 @@ tampered.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -110,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
-    t.add_argument("--format", choices=["table", "csv", "jsonl", "timesketch"], default="table",
+    from reports.timeline import FORMATS
+    t.add_argument("--format", choices=list(FORMATS), default="table",
                    help="timesketch: JSON Lines with the message/datetime/timestamp_desc columns Timesketch imports")
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
@@ -282,47 +282,10 @@ def _upload(bundle: Path, args) -> int:
 
 
 def cmd_timeline(args) -> int:
+    from reports.timeline import write
     from ..findings.analysis import analyze
-    a = analyze(Bundle.open(args.bundle), full_timeline=True)
-    rows = a["timeline"]
-    if args.format == "jsonl":
-        for e in rows:
-            print(json.dumps(e, default=str))
-    elif args.format == "timesketch":
-        for e in rows:
-            ev = e.get("evidence") or {}
-            print(json.dumps({"message": e["summary"], "datetime": e["at"],
-                              "timestamp": int(parse_iso(e["at"]).timestamp() * 1_000_000),
-                              "timestamp_desc": TIMESTAMP_DESC.get(e["kind"], e["kind"]),
-                              "data_type": f"gpu_forensics:{e['kind']}", "source": e["source"],
-                              "node": a["node"], "local_time": e["local"], "artifact": ev.get("artifact"),
-                              "line": ev.get("line"), "cursor": ev.get("cursor"),
-                              **{f"attr_{k}": v for k, v in (e.get("attrs") or {}).items()
-                                 if isinstance(v, (str, int, float, bool)) or v is None}}, default=str))
-    elif args.format == "csv":
-        w = csv.writer(sys.stdout)
-        w.writerow(["at", "local", "source", "kind", "summary", "artifact", "line", "cursor"])
-        for e in rows:
-            ev = e.get("evidence") or {}
-            w.writerow([e["at"], e["local"], e["source"], e["kind"], e["summary"], ev.get("artifact", ""),
-                        ev.get("line", ""), ev.get("cursor", "")])
-    else:
-        for e in rows:
-            print(f"{e['local']:<32} {e['source']:<20} {e['kind']:<24} {e['summary']}")
+    write(analyze(Bundle.open(args.bundle), full_timeline=True), args.format, sys.stdout)
     return EXIT_OK
-
-
-#: what each kind's time means, in Timesketch's timestamp_desc sense (plaso's timeliner.yaml idea)
-TIMESTAMP_DESC = {
-    "journal.reload": "Reload Requested Time", "journal.reexec": "Reexec Time", "journal.boot": "First Entry Of Boot",
-    "journal.nvml-error": "Log Time", "journal.healthy": "Log Time", "journal.unit": "Log Time",
-    "package.transaction": "Start Time", "package.dpkg-action": "Log Time", "package.unattended-run": "Start Time",
-    "incident.start": "Last Known Good", "incident.end": "First Known Bad",
-    "container.created": "Creation Time", "metrics.dcgm-last-seen": "Last Sample Time",
-    "metrics.capacity-change": "Change Time",
-    "kube.event": "Last Seen Time", "kube.node-condition": "Transition Time",
-    "kube.container-terminated": "Finish Time",
-}
 
 
 def cmd_verify(args) -> int:
