@@ -1,6 +1,7 @@
 """The timeline picture of report.html: an inline SVG drawn with matplotlib from the analysis dict.
 
-One lane per evidence source (journal, packages, containers, DCGM, GPU capacity), incident windows
+One lane per evidence source (journal, packages, containers, DCGM, GPU capacity, and Kubernetes when
+it holds an event; which kind goes where, with which marker, is reports/styles.py), incident windows
 shaded, evidence gaps hatched and labelled with their reason, each ``journal.reload`` marked and
 labelled with its requester, and one zoomed panel per incident window (a reload and its EPERM are
 seconds apart on a scale of weeks). The x axis is the node's local time at its fixed UTC offset
@@ -34,40 +35,14 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
 
-#: top to bottom
-LANES = ("journal", "packages", "containers", "DCGM", "GPU capacity")
-#: gap ``source`` -> the lanes it limits (a substring match in _gap_lanes handles other names)
-GAP_LANES = {"journal": ("journal",), "dpkg": ("packages",), "apt": ("packages",),
-             "unattended-upgrades": ("packages",), "packages": ("packages",),
-             "containers": ("containers",), "containerd": ("containers",), "kubelet": ("containers",),
-             "dcgm": ("DCGM",), "dcgm-exporter": ("DCGM",), "capacity": ("GPU capacity",),
-             "prometheus": ("DCGM", "GPU capacity")}
-#: how a gap reads when its source starts covering at date D (node local date)
-GAP_WORDING = {"journal": "journal rotated before {d}", "dpkg": "dpkg.log rotated before {d}",
-               "apt": "apt history rotated before {d}", "prometheus": "Prometheus retention starts {d}"}
-#: kind -> (legend text, marker, face colour, size in points, filled); print-safe: shapes differ
-STYLES = {
-    "journal.reload": ("daemon-reload", "v", "#b00020", 11, True),
-    "journal.reexec": ("daemon-reexec", "v", "#b00020", 10, False),
-    "journal.boot": ("boot", "|", "#000000", 16, True),
-    "journal.nvml-error": ("NVML/GPU error", "X", "#d35400", 10, True),
-    "package.transaction": ("apt transaction", "s", "#1f4e9c", 8, True),
-    "package.unattended-run": ("unattended-upgrades run", "D", "#1f4e9c", 8, False),
-    "package.dpkg-action": ("dpkg action", "|", "#777777", 9, True),
-    "container.created": ("container created", "^", "#2e7d32", 9, True),
-    "container.probe": ("device probe ok", "o", "#2e7d32", 8, False),
-    "container.probe-failed": ("device probe failed", "X", "#b00020", 10, True),
-    "metrics.dcgm-last-seen": ("DCGM last seen", "o", "#6a1b9a", 9, True),
-    "metrics.capacity-change": ("GPU capacity change", "D", "#6a1b9a", 8, True),
-    "other": ("other event", ".", "#999999", 6, True),
-}
-PROBE_ERRORS = ("EPERM", "ENXIO", "ENOENT", "EACCES")
+from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, style  # noqa: E402
+
 FONT = 12          # points at the drawn width; A4 print scales the picture to ~80 %, so ~9.6 pt on paper
 SMALL = 10.5
 WIDTH_IN = 9.6     # inches at 72 pt/in in SVG: 691 pt = ~920 CSS px
 MAX_ZOOMS = 8
 LANE_IN = 0.36        # inches between lanes
-LANE_TOP, LANE_BOTTOM = len(LANES) - 0.5, -0.95  # y limits around the lanes (lanes are at 0 .. 4)
+LANE_BOTTOM = -0.95  # y limit below the lowest lane (lanes are at 0, 1, ..; the top one's limit is +0.5)
 AXES_PT = WIDTH_IN * 72 * 0.84  # about the width of a panel's plotting area, in points
 LABEL_ANGLE = 55      # degrees: slanted labels of nearby reloads stay apart
 LABEL_SEP_PT = SMALL * 1.9  # reloads closer than this on the page share one label
@@ -83,9 +58,10 @@ _RC = {"svg.fonttype": "path", "svg.hashsalt": "gpu-forensics", "text.usetex": F
 class _Ctx:
     tz: timezone
     tzlabel: str
-    events: list = field(default_factory=list)     # (datetime UTC, lane, style key, entry)
-    by_kind: dict = field(default_factory=dict)    # style key -> its events, in timeline order
-    kind_times: dict = field(default_factory=dict)  # style key -> their times, when in time order
+    lanes: tuple = LANES                           # the lanes drawn, top to bottom
+    events: list = field(default_factory=list)     # (datetime UTC, lane, styles.Look, entry)
+    by_kind: dict = field(default_factory=dict)    # look -> its events, in timeline order
+    kind_times: dict = field(default_factory=dict)  # look -> their times, when in time order
     windows: list = field(default_factory=list)    # (id, label, start, end)
     gaps: list = field(default_factory=list)       # (lane, strip, strips, start|None, end|None, source, reason)
     first: datetime | None = None                  # the dated evidence spans first .. last (unpadded)
@@ -148,7 +124,7 @@ def _figure(a: dict) -> Figure:
         panels.append((s - pad, e + pad, f"Incident {name} window, zoomed: {_stamp(s, ctx)} .. {_stamp(e, ctx)}",
                        False))
     labels = [_reload_labels(ctx, p[0], p[1], p[3]) for p in panels]
-    tops = [LANE_TOP + _label_height_pt(lb) / 72 / LANE_IN for lb in labels]
+    tops = [len(ctx.lanes) - 0.5 + _label_height_pt(lb) / 72 / LANE_IN for lb in labels]
     heights = [(top - LANE_BOTTOM) * LANE_IN for top in tops]
     fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.95 * len(panels) + 0.8), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
@@ -174,22 +150,23 @@ def _context(a: dict) -> _Ctx:
             if c.get("kind") == "daemon-reload" and t and rb:
                 ctx.requesters[t] = rb
     for e in a.get("timeline") or []:
-        t = _when(e.get("at"))
-        lane = _lane(e.get("kind") or "")
-        if t and lane:
-            ctx.events.append((t, lane, _style(e), e))
+        t, st = _when(e.get("at")), style(e)
+        if t and st:
+            ctx.events.append((t, *st, e))
+    drawn = {lane for _, lane, *_ in ctx.events}
+    ctx.lanes = LANES + tuple(lane for lane in OPTIONAL_LANES if lane in drawn)
     for ev in ctx.events:
         ctx.by_kind.setdefault(ev[2], []).append(ev)
     for kind, evs in ctx.by_kind.items():
         times = [ev[0] for ev in evs]
         if all(a <= b for a, b in zip(times, times[1:])):
             ctx.kind_times[kind] = times
-    reloads = {t for t, *_ in ctx.by_kind.get("journal.reload", ())}
+    reloads = {t for t, *_ in ctx.by_kind.get(RELOAD, ())}
     ctx.inferred = [(t, rb) for t, rb in ctx.requesters.items()
                     if rb.get("basis") == "inferred" and not any(abs(t - r) < timedelta(seconds=1) for r in reloads)]
     per_lane: dict[str, list[dict]] = {}
     for g in a.get("gaps") or []:
-        for lane in _gap_lanes(str(g.get("source") or "")):
+        for lane in gap_lanes(str(g.get("source") or "")):
             per_lane.setdefault(lane, []).append(g)
     for lane, gs in per_lane.items():
         for i, g in enumerate(gs):
@@ -199,54 +176,21 @@ def _context(a: dict) -> _Ctx:
     return ctx
 
 
-def _between(ctx: _Ctx, kind: str, lo: datetime, hi: datetime) -> list:
-    """The events of style ``kind`` from ``lo`` to ``hi`` (inclusive), in timeline order."""
-    times = ctx.kind_times.get(kind)
+def _between(ctx: _Ctx, look, lo: datetime, hi: datetime) -> list:
+    """The events drawn with ``look`` from ``lo`` to ``hi`` (inclusive), in timeline order."""
+    times = ctx.kind_times.get(look)
     if times is None:  # a timeline out of time order: look at each one
-        return [ev for ev in ctx.by_kind.get(kind, ()) if lo <= ev[0] <= hi]
-    return ctx.by_kind[kind][bisect_left(times, lo):bisect_right(times, hi)]
-
-
-def _lane(kind: str) -> str | None:
-    if kind.startswith("journal."):
-        return "journal"
-    if kind.startswith("package."):
-        return "packages"
-    if kind.startswith("container."):
-        return "containers"
-    if kind.startswith("metrics."):
-        return "GPU capacity" if "capacity" in kind else "DCGM"
-    return None  # incident.start/end are drawn as windows
-
-
-def _style(e: dict) -> str:
-    kind = e.get("kind") or ""
-    if kind == "container.probe":
-        vals = {str(v) for v in (e.get("attrs") or {}).values()}
-        return "container.probe-failed" if vals & set(PROBE_ERRORS) else kind
-    return kind if kind in STYLES else "other"
-
-
-def _gap_lanes(source: str) -> tuple[str, ...]:
-    s = source.lower()
-    if s in GAP_LANES:
-        return GAP_LANES[s]
-    for key, lanes in (("prom", ("DCGM", "GPU capacity")), ("dcgm", ("DCGM",)), ("capacity", ("GPU capacity",)),
-                       ("journal", ("journal",)), ("contain", ("containers",)), ("oci", ("containers",)),
-                       ("cdi", ("containers",)), ("dpkg", ("packages",)), ("apt", ("packages",)),
-                       ("unattended", ("packages",))):
-        if key in s:
-            return lanes
-    return ()  # e.g. "boot": not an evidence lane; the gaps table shows it
+        return [ev for ev in ctx.by_kind.get(look, ()) if lo <= ev[0] <= hi]
+    return ctx.by_kind[look][bisect_left(times, lo):bisect_right(times, hi)]
 
 
 # -- drawing ------------------------------------------------------------------------------------------
 
 def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool, labels, top: float) -> None:
-    y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}
+    y = {lane: len(ctx.lanes) - 1 - i for i, lane in enumerate(ctx.lanes)}
     ax.set_xlim(lo, hi)
     ax.set_ylim(LANE_BOTTOM, top)
-    ax.set_yticks([y[n] for n in LANES], list(LANES), fontsize=FONT)
+    ax.set_yticks([y[n] for n in ctx.lanes], list(ctx.lanes), fontsize=FONT)
     ax.tick_params(axis="y", length=0)
     for v in y.values():
         ax.axhline(v, color="#dddddd", lw=0.8, zorder=0)
@@ -276,18 +220,18 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
                             zorder=4)
     for lane, strip, strips, cs, ce, source, reason in ctx.gaps:
         _gap(ax, y[lane], strip, strips, cs, ce, source, reason, lo, hi, ctx)
-    for kind in STYLES:
-        pts = [(t, y[lane]) for t, lane, _, _ in _between(ctx, kind, lo, hi)]
+    for look in LOOKS:
+        pts = [(t, y[lane]) for t, lane, _, _ in _between(ctx, look, lo, hi)]
         if pts:
-            _markers(ax, pts, kind, lo, hi)
+            _markers(ax, pts, look, lo, hi)
     for t, _rb in ctx.inferred:
         if lo <= t <= hi:
             ax.plot([t], [y["journal"]], marker="v", ms=11, mfc="white", mec="#b00020", mew=1.6, ls="", zorder=5)
     _draw_labels(ax, labels, y["journal"])
 
 
-def _markers(ax, pts, kind, lo, hi) -> None:
-    _legend_text, marker, colour, size, filled = STYLES[kind]
+def _markers(ax, pts, look, lo, hi) -> None:
+    marker, colour, size, filled = look.marker, look.colour, look.size, look.filled
     if len(pts) > MAX_MARKERS:
         cols = {}
         for t, yy in pts:
@@ -295,7 +239,7 @@ def _markers(ax, pts, kind, lo, hi) -> None:
         pts = list(cols.values())
     xs, ys = zip(*pts)
     ax.plot(xs, ys, marker=marker, ms=size, ls="", mfc=colour if filled else "white", mec=colour,
-            mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if kind == "journal.reload" else 3)
+            mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if look == RELOAD else 3)
 
 
 def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
@@ -325,7 +269,7 @@ def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
 def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str]]:
     """The reload labels of one panel: ``(time, text)``, one per cluster of reloads closer together
     than a label's height (a package run can reload systemd several times in a second)."""
-    items = [(t, _requester(e, ctx)) for t, _, _, e in _between(ctx, "journal.reload", lo, hi)]
+    items = [(t, _requester(e, ctx)) for t, _, _, e in _between(ctx, RELOAD, lo, hi)]
     items += [(t, _who(rb) + " (inferred)") for t, rb in ctx.inferred if lo <= t <= hi]
     items.sort(key=lambda x: x[0])
     sep = (hi - lo) * LABEL_SEP_PT / AXES_PT
@@ -396,12 +340,9 @@ def _draw_labels(ax, labels, yj) -> None:
 
 
 def _legend(fig, ctx: _Ctx) -> None:
-    kinds = set(ctx.by_kind) | ({"journal.reload"} if ctx.inferred else set())
-    handles = []
-    for k, (text, marker, colour, size, filled) in STYLES.items():
-        if k in kinds:
-            handles.append(Line2D([], [], marker=marker, ls="", ms=min(size, 10), mec=colour,
-                                  mfc=colour if filled else "white", label=text))
+    looks = set(ctx.by_kind) | ({RELOAD} if ctx.inferred else set())
+    handles = [Line2D([], [], marker=k.marker, ls="", ms=min(k.size, 10), mec=k.colour,
+                      mfc=k.colour if k.filled else "white", label=k.legend) for k in LOOKS if k in looks]
     if ctx.inferred:
         handles.append(Line2D([], [], marker="v", ls="", ms=10, mec="#b00020", mfc="white",
                               label="daemon-reload (inferred)"))

@@ -166,3 +166,16 @@ def test_timeline_out_of_time_order_draws_the_same_words(node3):
     shuffled = copy.deepcopy(node3)
     shuffled["timeline"].reverse()
     assert words(timeline_svg(shuffled)) == words(timeline_svg(node3))
+
+
+def test_kubernetes_events_get_their_own_lane_only_when_there_are_some(node3):
+    assert "Kubernetes" not in words(timeline_svg(node3)).splitlines()
+    a = copy.deepcopy(node3)
+    a["timeline"] += [ev("2026-09-02T04:05:20Z", "kube", "kube.event", type="Warning", reason="UnexpectedAdmissionError"),
+                      ev("2026-09-02T04:05:25Z", "kube", "kube.container-terminated", reason="Error", exit_code=1),
+                      ev("2026-09-02T04:06:00Z", "kube", "kube.node-condition", type="Ready", status="False")]
+    w = words(timeline_svg(a))
+    assert "Kubernetes" in w.splitlines()
+    assert "Kubernetes event" in w and "container terminated" in w and "node condition change" in w  # the legend
+    for lane in ("journal", "packages", "containers", "DCGM", "GPU capacity"):
+        assert lane in w.splitlines()

@@ -89,7 +89,7 @@ def collect(tmp_path: Path, root: Path, since=None, journal_dirs=()) -> Bundle:
 def analyse(bundle: Bundle):
     reading = journal.read(bundle, NodeFacts())
     for ev in reading.events:  # every event keeps to the vocabulary and points at a stored entry
-        assert set(ev.attrs) == set(KINDS[ev.kind]), ev
+        assert set(ev.attrs) == set(KINDS[ev.kind].attrs), ev
         assert ev.source == "journal" and ev.original == ev.at.isoformat().replace("+00:00", "Z")
         assert ev.evidence["artifact"] == "journal/entries.jsonl" and ev.evidence["line"] >= 1
     return reading

@@ -109,7 +109,7 @@ def test_every_dpkg_line_type_becomes_one_event_in_seoul_time(tmp_path):
     assert ev[13].flags == ("unparsed",) and ev[13].evidence["line"] == 14
     assert r.problems == [{"artifact": "packages/dpkg/dpkg.log", "line": 15,
                            "message": "no timestamp: this line has no timestamp"}]
-    assert all(set(e.attrs) == set(KINDS[e.kind]) for e in r.events)
+    assert all(set(e.attrs) == set(KINDS[e.kind].attrs) for e in r.events)
     assert r.facts["packages_last_change"] == {"hello": "2026-09-02T04:05:17Z", "oldlib": "2026-09-02T04:05:16Z",
                                                "nvidia-container-toolkit": "2026-09-02T04:05:11Z"}
     c = cover(r, "dpkg")
@@ -221,7 +221,7 @@ def test_history_stanzas_packages_dst_and_interrupted(tmp_path):
     assert (iso_z(cut.at), cut.flags, cut.attrs["end"]) == ("2026-11-30T06:47:38Z", ("interrupted",), None)
     assert last.flags == ("interrupted",) and last.attrs["command"] is None  # ends at EOF
     assert "comment: testing the comment tag" in last.summary
-    assert all(set(e.attrs) == set(KINDS[e.kind]) for e in t)
+    assert all(set(e.attrs) == set(KINDS[e.kind].attrs) for e in t)
     c = cover(r, "apt")
     assert (iso_z(c.start), iso_z(c.end)) == ("2026-03-08T07:30:00Z", "2026-11-30T06:50:00Z")
 

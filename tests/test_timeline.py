@@ -1,0 +1,85 @@
+"""The timeline formats (reports/timeline.py): each writer, on a small analysis dict, and the command
+line that only dispatches to them."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from forensics.events import KINDS
+from forensics.ops.cli import build_parser
+from reports import timeline
+
+RELOAD = {"at": "2026-09-02T04:05:13.211000Z", "local": "2026-09-02T13:05:13.211000+09:00", "source": "journal",
+          "kind": "journal.reload", "summary": "daemon-reload requested by snapd.service",
+          "attrs": {"wording": "Reloading requested from client PID 48211 ('systemctl') (unit snapd.service)...",
+                    "requester_pid": 48211, "requester_comm": "systemctl", "requester_unit": "snapd.service",
+                    "packages": ["not", "a", "scalar"]},
+          "evidence": {"artifact": "journal/entries.jsonl", "cursor": "s=1;i=2"}, "original": None, "flags": []}
+DPKG = {"at": "2026-09-02T04:05:10Z", "local": "2026-09-02T13:05:10+09:00", "source": "dpkg",
+        "kind": "package.dpkg-action", "summary": 'configure "nvidia", 1.0', "attrs": {"action": "configure"},
+        "evidence": {"artifact": "packages/dpkg/dpkg.log", "line": 7}, "original": "2026-09-02 13:05:10 configure",
+        "flags": ["dst-fold"]}
+A = {"node": "node3-gpu", "timeline": [DPKG, RELOAD]}
+
+
+def run(fmt: str, a: dict = A) -> str:
+    out = io.StringIO()
+    timeline.write(a, fmt, out)
+    return out.getvalue()
+
+
+def test_the_command_line_offers_every_registered_format_and_table_first():
+    t = build_parser().parse_args(["timeline", "b"])
+    assert t.format == "table" == next(iter(timeline.FORMATS))
+    for fmt in timeline.FORMATS:
+        assert build_parser().parse_args(["timeline", "b", "--format", fmt]).format == fmt
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["timeline", "b", "--format", "xml"])
+    with pytest.raises(KeyError):
+        run("xml")
+
+
+def test_table_is_one_aligned_line_per_event_in_node_time():
+    assert run("table").splitlines() == [
+        f"{'2026-09-02T13:05:10+09:00':<32} {'dpkg':<20} {'package.dpkg-action':<24} configure \"nvidia\", 1.0",
+        f"{'2026-09-02T13:05:13.211000+09:00':<32} {'journal':<20} {'journal.reload':<24} "
+        "daemon-reload requested by snapd.service"]
+
+
+def test_csv_has_a_header_and_the_evidence_pointer():
+    text = run("csv")
+    assert text.startswith("at,local,source,kind,summary,artifact,line,cursor\r\n")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["kind"] for r in rows] == ["package.dpkg-action", "journal.reload"]
+    assert rows[0]["summary"] == 'configure "nvidia", 1.0' and rows[0]["line"] == "7" and rows[0]["cursor"] == ""
+    assert rows[1]["cursor"] == "s=1;i=2" and rows[1]["line"] == "" and rows[1]["at"] == RELOAD["at"]
+
+
+def test_jsonl_is_each_entry_as_analysis_json_holds_it():
+    assert [json.loads(x) for x in run("jsonl").splitlines()] == [DPKG, RELOAD]
+
+
+def test_timesketch_has_the_columns_timesketch_imports_and_the_meaning_of_each_time():
+    dpkg, reload = [json.loads(x) for x in run("timesketch").splitlines()]
+    assert reload["message"] == RELOAD["summary"] and reload["datetime"] == RELOAD["at"]
+    assert reload["timestamp"] == 1788321913211000 and reload["timestamp_desc"] == "Reload Requested Time"
+    assert reload["data_type"] == "gpu_forensics:journal.reload" and reload["node"] == "node3-gpu"
+    assert reload["cursor"] == "s=1;i=2" and reload["line"] is None and reload["attr_requester_pid"] == 48211
+    assert "attr_packages" not in reload  # Timesketch columns are scalars
+    assert dpkg["timestamp_desc"] == "Log Time" and dpkg["line"] == 7 and dpkg["local_time"] == DPKG["local"]
+
+
+def test_timesketch_takes_every_kinds_timestamp_desc_from_the_kinds_table():
+    a = {"node": "n", "timeline": [dict(RELOAD, kind=kind) for kind in KINDS]}
+    rows = [json.loads(x) for x in run("timesketch", a).splitlines()]
+    assert [r["timestamp_desc"] for r in rows] == [k.timestamp_desc for k in KINDS.values()]
+    assert not any(r["timestamp_desc"] in KINDS for r in rows)  # never a raw kind name
+
+
+def test_an_empty_timeline_gives_only_the_csv_header():
+    empty = {"node": None, "timeline": []}
+    assert {fmt: run(fmt, empty) for fmt in timeline.FORMATS} == {
+        "table": "", "csv": "at,local,source,kind,summary,artifact,line,cursor\r\n", "jsonl": "", "timesketch": ""}
