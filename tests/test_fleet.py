@@ -191,3 +191,102 @@ def test_stories_merge_within_the_window_and_not_beyond():
     assert [(s["key"], s["nodes"]) for s in stories] == [
         ("reload:snapd.service", ["a", "b", "c"]), ("reload:apt-daily-upgrade.service", ["e"]),
         (None, ["f"]), (None, ["g"]), ("reload:snapd.service", ["d"])]
+
+
+# -- the analysis JSON is the fleet's only input ----------------------------------------------------
+def _analysis_files(paths, folder):
+    """``gpu-forensics analyze BUNDLE --json`` of each bundle (what a ticket carries), one file each."""
+    from forensics.ops.cli import main
+    out = []
+    for i, p in enumerate(paths):
+        js = folder / f"{i:02d}-analysis.json"
+        assert main(["analyze", str(p), "--json", str(js)]) in (0, 1)
+        out.append(js)
+    return out
+
+
+def test_a_fleet_of_analysis_json_files_is_the_fleet_of_their_bundles(fleet50, tmp_path):
+    out, items = fleet50
+    picked = {}
+    for p in items:  # every kind of node, both bundle forms, a few of each story
+        picked.setdefault((p["kind"], p["path"].endswith(".tar.gz"), p["story"]), p)
+    picked = sorted(picked.values(), key=lambda p: p["i"])
+    assert {p["expected"] for p in picked} == {"broken", "exposed", "safe"} and len(picked) >= 6
+    from_bundles = fleet.run([p["path"] for p in picked], jobs=1)
+    files = _analysis_files([p["path"] for p in picked], tmp_path)
+    rc = fleet.main([*map(str, files), "--out", str(tmp_path / "r"), "--jobs", "1"])
+    from_json = json.loads((tmp_path / "r/fleet.json").read_text())
+    assert rc == 0 and from_json["errors"] == [] and from_json["schema"] == "gpu-forensics/fleet/v1"
+    by_b, by_j = ({n["node"]: n for n in r["nodes"]} for r in (from_bundles, from_json))
+    assert sorted(by_j) == sorted(by_b) == sorted(p["node"] for p in picked)
+    for name, n in by_j.items():
+        assert n["bundle"].endswith("-analysis.json") and by_b[name]["bundle"] in {p["path"] for p in picked}
+        assert {k: v for k, v in n.items() if k != "bundle"} == {k: v for k, v in by_b[name].items() if k != "bundle"}
+    for key in ("counts", "pools", "stories", "timeline"):
+        assert from_json[key] == from_bundles[key]
+    # the real settings of fleetgen's device plugin (tests/fleetgen.py containers()), per node
+    for p in picked:
+        s = by_j[p["node"]]["settings"]
+        assert s["device plugin image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+        assert s["DEVICE_LIST_STRATEGY"] == ("cdi-cri" if p["kind"] == "safe-cdi" else "envvar")
+        assert (s["PASS_DEVICE_SPECS"], s["NVIDIA_DRIVER_ROOT"]) == (False, "/")
+        assert by_j[p["node"]]["class"] == p["expected"]
+
+
+def test_the_demo_analysis_json_carries_its_device_plugin_settings(tmp_path):
+    from forensics.ops.cli import main
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    a = json.loads((tmp_path / "analysis.json").read_text())
+    # the sample's device plugin container, as containerd's OCI config holds it
+    cid = "bc00548a5d0b852699602ab524e911dcaa2f1981c0538ac469491b00e8b32b2b"
+    oci = json.loads((fleetgen.SAMPLE / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}/config.json")
+                     .read_text())
+    env = dict(e.split("=", 1) for e in oci["process"]["env"])
+    dp = a["exposure"]["device_plugin"]
+    assert (dp["id"], dp["pod"], dp["image"], dp["socket_mount"]) == (
+        cid, oci["annotations"]["io.kubernetes.cri.sandbox-name"], oci["annotations"]["io.kubernetes.cri.image-name"],
+        True)
+    assert (dp["device_list_strategy"], dp["pass_device_specs"], dp["driver_root"], dp["device_id_strategy"]) == (
+        [env["DEVICE_LIST_STRATEGY"]], env["PASS_DEVICE_SPECS"] == "true", env["NVIDIA_DRIVER_ROOT"],
+        env["DEVICE_ID_STRATEGY"])
+    assert (dp["device_list_strategy"], dp["pass_device_specs"], dp["driver_root"]) == (["envvar"], False, "/")
+    assert dp["basis"]["PASS_DEVICE_SPECS"] == "PASS_DEVICE_SPECS=false in the container's env"
+    assert dp["basis"]["device_plugin"].startswith("kube-system/nvidia-device-plugin-daemonset-7xk2p "
+                                                   "(nvidia-device-plugin-ctr) mounts /var/lib/kubelet/device-plugins")
+    assert a["kube"] == {"collected": False}  # the sample was collected without --kube
+    # the fleet of the demo's bundle and of its analysis.json agree
+    bundle = next(tmp_path.glob("bundle-*"))
+    r1, r2 = fleet.run([bundle], jobs=1), fleet.run([tmp_path / "analysis.json"], jobs=1)
+    n1, n2 = r1["nodes"][0], r2["nodes"][0]
+    assert {**n1, "bundle": None} == {**n2, "bundle": None} and n1["class"] == "broken"
+    assert n2["settings"]["device plugin image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.2"
+    assert (n2["settings"]["DEVICE_LIST_STRATEGY"], n2["settings"]["PASS_DEVICE_SPECS"]) == ("envvar", False)
+
+
+def test_kube_labels_name_the_pool_through_the_analysis_json(tmp_path):
+    from test_kube import ANSWERS, NODE_NAME, _bundle
+    from forensics.bundle import Bundle
+    from forensics.findings.analysis import analyze
+    b = _bundle(tmp_path, ANSWERS)
+    a = analyze(Bundle.open(b.root))
+    assert a["kube"] == {"collected": True, "node": NODE_NAME,
+                         "labels": ANSWERS["kube/node.json"]["metadata"]["labels"],
+                         "device_plugin_images": ["nvcr.io/nvidia/k8s-device-plugin:v0.17.1"]}
+    assert a["node"] is None  # no manifest node name nor node facts: the Node object's name is the node's
+    js = tmp_path / "analysis.json"
+    js.write_text(json.dumps(a))
+    for path in (b.root, js):
+        n = fleet.summarize(path)
+        assert (n["node"], n["pool"], n["pool_basis"]) == (NODE_NAME, "gpu-a100", "label eks.amazonaws.com/nodegroup")
+        assert n["settings"]["device plugin image"] == ["nvcr.io/nvidia/k8s-device-plugin:v0.17.1"]
+
+
+def test_a_json_that_is_not_an_analysis_is_listed(tmp_path):
+    (tmp_path / "fleet.json").write_text(json.dumps({"schema": "gpu-forensics/fleet/v1"}))
+    (tmp_path / "broken.json").write_text("{")
+    rc = fleet.main([str(tmp_path / "fleet.json"), str(tmp_path / "broken.json"), "--out", str(tmp_path / "r")])
+    r = json.loads((tmp_path / "r/fleet.json").read_text())
+    assert rc == 3 and r["nodes"] == []
+    assert [e["error"] for e in r["errors"]] == [
+        "not a gpu-forensics/analysis/v1 JSON (schema 'gpu-forensics/fleet/v1')",
+        r["errors"][1]["error"]] and r["errors"][1]["error"].startswith("cannot read the analysis JSON: ")

@@ -184,8 +184,8 @@ def _analyze(bundle: Bundle, full_timeline: bool) -> dict:
         from .exposure import assess, device_plugin_settings
         containers = facts.get("containers") or []
         try:
-            facts["exposure"] = assess(facts.get("runtime") or {}, containers,
-                                       device_plugin_settings(containers, ENV_ALLOW.match))
+            dp = device_plugin_settings(containers, ENV_ALLOW.match)
+            facts["exposure"] = {**assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
             facts["exposure"] = {"assessed": False, "reason": f"the assessment failed ({type(e).__name__}: {e})",
@@ -226,6 +226,7 @@ def _analyze(bundle: Bundle, full_timeline: bool) -> dict:
             "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
             "device_list_strategy": None, "pass_device_specs": None, "containers": []},
         "metrics": _metrics_summary(facts.get("metrics")),
+        "kube": _kube_summary(facts.get("kube")),
         "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
                  for c in cov.values()],
         "problems": problems,
@@ -246,6 +247,18 @@ def _metrics_summary(m: dict | None) -> dict:
         return {"collected": False}
     keep = ("source", "retention", "dcgm_last_seen", "capacity_changes", "alert_audit", "dcgm_exporter_now", "errors")
     return {"collected": True, **{k: m.get(k) for k in keep}}
+
+
+def _kube_summary(k: dict | None) -> dict:
+    """What the analysis keeps of the stored Kubernetes answers (``facts["kube"]`` of collectors/kube.py):
+    ``{"collected": True, "node": name | None, "labels": {label: value} | None (no Node answer),
+    "device_plugin_images": [image] | None (no plugin DaemonSet answer)}``; ``{"collected": False}``
+    without ``kube/`` answers. The labels name the node's pool in ``gpu-forensics fleet``."""
+    if not k:
+        return {"collected": False}
+    node, ds = k.get("node") or {}, k.get("device_plugin") or {}
+    return {"collected": True, "node": node.get("name"), "labels": node.get("labels"),
+            "device_plugin_images": ds.get("images")}
 
 
 def analysed_at() -> str:

@@ -4,6 +4,9 @@ Each bundle is opened and analysed on its own (:func:`forensics.findings.analysi
 ``gpu-forensics/analysis/v1`` dict ``analyze`` writes), in a pool of worker processes, and only a
 small per-node summary (:func:`summarize`, a few kilobytes) comes back, so memory stays flat in the
 number of bundles; a ``.tar.gz`` bundle's temporary directory is removed as soon as its node is done.
+An ``analysis.json`` written by ``gpu-forensics analyze --json`` (from a ticket, say) is taken in
+place of its bundle: the summary is built from the analysis dict alone (:func:`node_summary`), so
+both give the same node record, except that a JSON cannot be checked against its bundle's manifest.
 
 The report (:func:`build`, schema ``gpu-forensics/fleet/v1``) says, per node, whether it is
 **broken** now (a GPU container already lost its devices), **exposed** (one daemon-reload away:
@@ -14,7 +17,7 @@ evidence), with the exposure section's own sentence as the reason. Nodes are gro
 settings that differ inside a pool are listed. Incidents of every node go on one timeline, and the
 same trigger hitting many nodes (the same requester unit of the reload, e.g. ``snapd.service``, the
 same ``dpkg`` package, or the same package versions) within :data:`MERGE_WINDOW` of each other is one
-story. The HTML renders the JSON and computes nothing of its own.
+story. reports/fleet.py renders the JSON as HTML and computes nothing of its own.
 
 Exit codes: 0 done; 1 done, but some bundle lacked evidence; 2 usage error (no bundle found);
 3 some bundle could not be opened or does not match its manifest (the report lists it).
@@ -44,9 +47,10 @@ MAX_TRIGGERS = 300  #: reloads kept per node for "also hit" (the newest)
 
 # -- inputs ----------------------------------------------------------------------------------------
 def find_bundles(paths: list[str | Path]) -> list[Path]:
-    """Expand the command line: a bundle directory (holding ``manifest.json``) or ``.tar.gz`` is taken
-    as is; any other directory contributes the bundles directly inside it (one level), and the
-    ``INCOMPLETE`` ones of an interrupted collection too, so that the report lists them as unreadable.
+    """Expand the command line: a bundle directory (holding ``manifest.json``) or any file (a
+    ``.tar.gz`` bundle, an analysis ``.json``) is taken as is; any other directory contributes the
+    bundles directly inside it (one level; analysis JSON files only when named, e.g. by a shell glob),
+    and the ``INCOMPLETE`` ones of an interrupted collection too, so that the report lists them as unreadable.
     Returns the paths sorted by name within each argument, each once. Raises ``FileNotFoundError``
     for a path that does not exist."""
     out: list[Path] = []
@@ -66,24 +70,43 @@ def find_bundles(paths: list[str | Path]) -> list[Path]:
 
 # -- one node --------------------------------------------------------------------------------------
 def summarize(path: str | Path) -> dict:
-    """Open, verify and analyse one bundle; return its node summary (``{"node", "bundle", "class",
-    "reason", "pool", "settings", "incidents", "triggers", ...}``, see :func:`node_summary`) or
-    ``{"bundle", "error"}`` when it is not a readable bundle. Never raises for a bad bundle."""
+    """Open, verify and analyse one bundle, or read one analysis ``.json`` file; return its node
+    summary (``{"node", "bundle", "class", "reason", "pool", "settings", "incidents", "triggers",
+    ...}``, see :func:`node_summary`) or ``{"bundle", "error"}`` when it is not a readable bundle or
+    analysis JSON. Never raises for a bad input."""
     from ..findings.analysis import analyze
+    if str(path).endswith(".json"):
+        return _summarize_json(Path(path))
     try:
         b = Bundle.open(path)
     except BundleError as e:
         return {"bundle": str(path), "error": str(e)}
     try:
         problems = verify(b.root)
-        a = analyze(b)
-        return node_summary(a, b, problems)
+        return node_summary(analyze(b), problems)
     except Exception as e:  # noqa: BLE001 - one bad bundle must not cost the fleet report
         return {"bundle": str(path), "error": f"analysis failed: {type(e).__name__}: {e}"}
     finally:
         tmp = getattr(b, "_tmp", None)
         if tmp is not None:
             tmp.cleanup()
+
+
+def _summarize_json(path: Path) -> dict:
+    """:func:`summarize` of an analysis JSON file (schema ``gpu-forensics/analysis/v1``); its
+    ``bundle`` is the file's path, as given."""
+    from ..findings.analysis import SCHEMA as ANALYSIS_SCHEMA
+    try:
+        a = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        return {"bundle": str(path), "error": f"cannot read the analysis JSON: {e}"}
+    if not isinstance(a, dict) or a.get("schema") != ANALYSIS_SCHEMA:
+        schema = a.get("schema") if isinstance(a, dict) else None
+        return {"bundle": str(path), "error": f"not a {ANALYSIS_SCHEMA} JSON (schema {schema!r})"}
+    try:
+        return {**node_summary(a, []), "bundle": str(path)}
+    except Exception as e:  # noqa: BLE001 - as for a bundle: one bad file must not cost the fleet report
+        return {"bundle": str(path), "error": f"summary failed: {type(e).__name__}: {e}"}
 
 
 def classify(exposure: dict) -> tuple[str, str]:
@@ -120,22 +143,19 @@ def pool_of(node: str, labels: dict | None) -> tuple[str, str]:
     return short, "host name"
 
 
-def node_summary(a: dict, bundle: Bundle, integrity: list[str]) -> dict:
-    """The small per-node record the fleet report is built from (no timeline, no evidence bodies).
-
-    ``a`` is the analysis dict, ``bundle`` the opened bundle (read for container records and stored
-    Kubernetes answers), ``integrity`` the problems :func:`forensics.bundle.verify` found."""
-    from forensics.redact import ENV_ALLOW
-    from collectors import containers as containers_mod, kube
-    from ..findings.exposure import device_plugin_settings
+def node_summary(a: dict, integrity: list[str]) -> dict:
+    """The small per-node record the fleet report is built from (no timeline, no evidence bodies),
+    from the analysis dict ``a`` alone (``exposure`` with its ``device_plugin``, ``kube``,
+    ``node_facts``, ``incidents``, ``timeline``); ``integrity`` is the problems
+    :func:`forensics.bundle.verify` found (``[]`` for an analysis JSON, which cannot be verified)."""
     exp = a.get("exposure") or {}
     cls, reason = classify(exp)
     rows = exp.get("containers") or []
-    kube_facts = kube.summary(bundle)
-    labels = (kube_facts.get("node") or {}).get("labels")
-    node = a.get("node") or (kube_facts.get("node") or {}).get("name") or Path(str(bundle.source)).name
-    pool, basis = pool_of(node, labels)
-    dp = device_plugin_settings([r for _, r in containers_mod.records(bundle)], ENV_ALLOW.match) or {}
+    kube = a.get("kube") or {}
+    source = (a.get("bundle") or {}).get("path") or ""
+    node = a.get("node") or kube.get("node") or Path(source).name
+    pool, basis = pool_of(node, kube.get("labels"))
+    dp = exp.get("device_plugin") or {}
     nf = a.get("node_facts") or {}
     pv = nf.get("package_versions") or {}
     settings = {
@@ -143,7 +163,7 @@ def node_summary(a: dict, bundle: Bundle, integrity: list[str]) -> dict:
         "nvidia-container-runtime.mode": exp.get("nvidia_runtime_mode"),
         "DEVICE_LIST_STRATEGY": ",".join(exp.get("device_list_strategy") or []) or None,
         "PASS_DEVICE_SPECS": exp.get("pass_device_specs"), "NVIDIA_DRIVER_ROOT": exp.get("driver_root"),
-        "device plugin image": dp.get("image") or (kube_facts.get("device_plugin") or {}).get("images"),
+        "device plugin image": dp.get("image") or kube.get("device_plugin_images"),
         "systemd": nf.get("systemd_version"), "kernel": nf.get("kernel"), "os": nf.get("os"),
         "containerd": pv.get("containerd") or pv.get("containerd.io"), "runc": pv.get("runc"),
         "nvidia-container-toolkit": pv.get("nvidia-container-toolkit"),
@@ -153,7 +173,7 @@ def node_summary(a: dict, bundle: Bundle, integrity: list[str]) -> dict:
     incidents = [_incident(inc, pkg_attrs) for inc in a.get("incidents") or []]
     triggers = [{"at": e["at"], "key": key} for e in a.get("timeline") or []
                 if e["kind"] == "journal.reload" and (key := _unit_key(e["attrs"].get("requester_unit")))]
-    return {"node": node, "bundle": str(bundle.source), "collected_at": a.get("collected_at"), "class": cls,
+    return {"node": node, "bundle": source, "collected_at": a.get("collected_at"), "class": cls,
             "reason": reason, "pool": pool, "pool_basis": basis, "settings": settings,
             "containers": {"total": len(rows), "gpu": sum(r.get("gpu_injection") not in (None, "none") for r in rows),
                            "broken": sum(bool(r.get("broken")) for r in rows),
@@ -319,15 +339,6 @@ def run(paths: list[Path], jobs: int = 2, window: timedelta = MERGE_WINDOW) -> d
     return build(summaries, window)
 
 
-def html(report: dict) -> str:
-    """The self-contained HTML page of ``report`` (jinja2, autoescaped; no external CSS, JS or fonts)."""
-    import jinja2
-    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                             trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("fleet.html.j2").render(r=report)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``fleet`` subcommand's options (also used by :func:`add_subparser`)."""
     p = argparse.ArgumentParser(prog="gpu-forensics fleet", description=__doc__.split("\n\n")[0])
@@ -338,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``fleet``'s arguments to ``p`` (for wiring into the main CLI's subparsers)."""
     p.add_argument("bundles", nargs="+", metavar="BUNDLE",
-                   help="bundle directories or .tar.gz files, or folders holding them")
+                   help="bundle directories, .tar.gz files or analysis .json files, or folders of bundles")
     p.add_argument("--out", default="fleet-report", help="folder for fleet.html and fleet.json (default ./fleet-report)")
     p.add_argument("--html", help="write the HTML report here instead (default <out>/fleet.html)")
     p.add_argument("--json", help="write the JSON report here instead (default <out>/fleet.json)")
@@ -361,9 +372,8 @@ def run_args(args) -> int:
     report = run(paths, max(1, args.jobs), timedelta(minutes=args.merge_window))
     out = Path(args.out)
     html_path, json_path = Path(args.html or out / "fleet.html"), Path(args.json or out / "fleet.json")
-    for path, text in ((json_path, json.dumps(report, indent=1, default=str) + "\n"), (html_path, html(report))):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    from reports import fleet as fleet_report
+    fleet_report.write(report, html_path, json_path)
     c = report["counts"]
     print(f"{len(report['nodes'])} nodes: {c['broken']} broken, {c['exposed']} exposed, {c['safe']} safe, "
           f"{c['unknown']} unknown; {len(report['stories'])} stories; {len(report['errors'])} bundles unreadable")
