@@ -47,7 +47,6 @@ TIMEOUT = (5.0, 20.0)             #: (connect, read) seconds per request
 EVENTS_SINCE = timedelta(hours=1)
 GPU_PREFIX = "nvidia.com/"        #: extended resources counted as GPUs (nvidia.com/gpu, nvidia.com/mig-*)
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_POD_EVENTS = 16               #: pods whose events are asked for (GPU pods first, then the plugin)
 
 
@@ -174,14 +173,16 @@ class _Session:
 
 
 def redact(obj):
-    """A redacted copy of an API answer: ``managedFields`` dropped, ``env`` values (``[{name, value}]``)
-    outside :data:`forensics.redact.ENV_ALLOW` and credential-looking ``args``/``command``
-    flags and annotation values hashed (:func:`forensics.redact.redacted`), URL credentials
-    removed. Never raises."""
+    """A redacted copy of an API answer, by :mod:`forensics.redact`'s rules placed on the Kubernetes
+    shapes: ``env`` (``[{name, value}]``) values not :func:`~forensics.redact.env_kept` hashed, ``args``
+    and ``command`` lists through :func:`~forensics.redact.redact_args`, ``annotations`` values
+    :func:`~forensics.redact.api_annotation_hashed` hashed, every other string through
+    :func:`~forensics.redact.redact_text` (without ``-p``); ``managedFields`` (server-side apply
+    bookkeeping, no evidence) is dropped. Never raises."""
     if isinstance(obj, list):
         return [redact(v) for v in obj]
     if isinstance(obj, str):
-        return rd.redact_url_credentials(obj)
+        return rd.redact_text(obj, p_flag=False)
     if not isinstance(obj, dict):
         return obj
     out = {}
@@ -193,15 +194,15 @@ def redact(obj):
         elif k in ("args", "command") and isinstance(v, list):
             out[k] = rd.redact_args(v)
         elif k == "annotations" and isinstance(v, dict):
-            out[k] = {a: rd.redacted(str(av)) if (a == LAST_APPLIED or rd._cred_name(a)) and isinstance(av, str)
-                      else redact(av) for a, av in v.items()}
+            out[k] = {a: rd.redacted(av) if rd.api_annotation_hashed(a) and isinstance(av, str) else redact(av)
+                      for a, av in v.items()}
         else:
             out[k] = redact(v)
     return out
 
 
 def _redact_env(e):
-    if not isinstance(e, dict) or not isinstance(e.get("value"), str) or rd.ENV_ALLOW.match(str(e.get("name"))):
+    if not isinstance(e, dict) or not isinstance(e.get("value"), str) or rd.env_kept(str(e.get("name"))):
         return redact(e)
     return {**redact(e), "value": rd.redacted(e["value"])}
 

@@ -35,6 +35,7 @@ from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
+from forensics.redact import redact_toml
 from forensics.source import Reading
 
 FACTS = "runtime/facts.json"
@@ -135,35 +136,6 @@ def _copy_redacted(ctx, path: str, rel: str) -> Artifact:
     with ctx.writer.create(rel, path, "copy-redacted", notes=notes, text=False) as fh:
         fh.write(redact_toml(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
     return ctx.writer.artifacts[-1]
-
-
-#: ``key = value`` with a bare, quoted or dotted key (TOML v1.0.0 "Keys")
-_TOML_KEY_PART = r"""(?:[\w\-]+|"[^"\n]*"|'[^'\n]*')"""
-_TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*\s*=\s*)(?P<v>.*?)\s*$")
-
-
-def redact_toml(text: str) -> str:
-    """containerd TOML text with credentials replaced, line by line so that everything else stays as
-    written: the value of a ``key = value`` line whose last key part holds password, passwd, auth,
-    token, secret, key or credential becomes ``"<redacted hmac:XXXXXXXX>"`` (a TOML string, so the
-    file still parses; a plain string's text is what is hashed, so it matches the same value in an
-    env), and ``scheme://user:pass@`` becomes ``scheme://<redacted>@`` anywhere. A multi-line string
-    value is not followed, and keys naming a file (``*_file``, ``*_path``, ``*_dir``: ``tls.key_file``)
-    are kept. Raises nothing."""
-    from forensics.redact import CRED_WORDS, redact_url_credentials, redacted
-    out = []
-    for line in text.split("\n"):
-        m = _TOML_CRED.match(line)
-        key = re.findall(_TOML_KEY_PART, m.group("k"))[-1].strip("\"'").lower() if m else ""
-        named = any(w in key for w in CRED_WORDS) and not key.endswith(("_file", "_path", "_dir"))
-        if m and m.group("v") and named:
-            value = m.group("v")
-            plain = re.fullmatch(r'"([^"\\]*)"|\'([^\']*)\'', value)  # a plain string: hash its text
-            if plain:
-                value = plain.group(1) if plain.group(1) is not None else plain.group(2)
-            line = f'{m.group("k")}"{redacted(value)}"'
-        out.append(redact_url_credentials(line))
-    return "\n".join(out)
 
 
 def _resolve_import(root, parent: str, imp: str) -> list[str]:

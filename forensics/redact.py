@@ -1,24 +1,50 @@
 """The one redaction policy: what is kept, hashed or scrubbed in bundles, reports and messages.
 
-Every collector, the manifest's command line and the reports use these functions; no module keeps
-a redaction rule of its own.
+Every collector, the manifest, the upload records and the findings use these functions and constants;
+no other module keeps a redaction rule of its own. A caller decides only WHAT goes through the policy
+(which file, which field, whether ``--no-redact`` was given).
 
-Redaction policy (:func:`redact_spec`, unless ``--no-redact``); names are always kept, values become
-``<redacted hmac:XXXXXXXX>`` (a keyed hash prefix, so equal values in one bundle still match):
+The hash. A value that is removed becomes ``<redacted hmac:XXXXXXXX>`` (:func:`redacted`): the first
+8 hex digits of HMAC-SHA256 under a key of 32 random bytes drawn once per collection (per process) and
+never stored, so equal values in one bundle still match each other, but a weak password cannot be
+guessed by hashing a list of candidates. Names (env names, flags, keys) are always kept.
 
-- env: a value is kept only when its name is in :data:`ENV_ALLOW` (matched whole: ``PATH\n`` is not
-  ``PATH``) and does not look like a credential (:data:`CRED_WORDS`: ``NVIDIA_API_KEY``,
-  ``CUDA_AUTH_TOKEN`` are hashed although NVIDIA_*/CUDA_* are otherwise kept);
-- annotations (and runc's ``labels``, which hold them as ``key=value``): values are kept only for
-  :data:`K8S_ANNOTATIONS` and ``cdi.k8s.io/*`` (and runc's ``bundle`` label); every other value is
-  hashed (``kubectl.kubernetes.io/last-applied-configuration`` holds whole manifests, secrets included);
-- args (process and hooks): the value after a credential-looking flag (``--password X``,
-  ``--token=X``), after ``-p`` (``-p X`` and ``-pX``, mysql's password flag; a port or ``mkdir -p``'s
-  path is hashed too) and after ``Bearer``/``Basic``; and in every string (``sh -c "..."`` included)
-  by :func:`redact_text`: URL credentials, ``Bearer X`` / ``Basic X``, ``NAME=X`` where NAME holds
-  token, secret, passw*, key, auth* or credential, and ``-p X``;
-- every other string: URL credentials, ``Bearer X`` and credential ``NAME=X`` (:func:`redact_text`
-  without the ``-p`` rule).
+The rules (:data:`RULES` says the same in one line each; :func:`description` is the manifest's sentence):
+
+- ``env`` (container specs and runc state, :func:`redact_env`; Kubernetes API answers, through
+  :func:`env_kept`): a value is kept only when its name is one of :data:`ENV_KEPT` (whole name, ``*``
+  = any name characters: ``PATH\\n`` is not ``PATH``) and holds none of :data:`CRED_WORDS`
+  (``NVIDIA_API_KEY``, ``CUDA_AUTH_TOKEN`` are hashed); a kept value still gets the ``text`` rule.
+- ``annotations``: in container specs (and runc's ``labels``, which hold them as ``key=value``) values
+  are kept only for :data:`K8S_ANNOTATIONS`, :data:`CDI_PREFIX` ``*`` and runc's ``bundle`` label
+  (:func:`kept_annotation`); in Kubernetes API answers a value is hashed when the name is
+  :data:`LAST_APPLIED` (whole manifests, secrets included) or holds a credential word
+  (:func:`api_annotation_hashed`).
+- ``args`` (process, hook and Kubernetes container ``args``/``command``, :func:`redact_args`): the
+  value of a flag whose name holds a credential word (``--password X``, ``--token=X``), the value after
+  ``-p`` (``-p X``, ``-pX``: mysql's password; a port or ``mkdir -p``'s path is hashed too) and after
+  :data:`AUTH_SCHEMES`; every arg also gets the ``text`` rule with ``-p X``.
+- ``text`` (every other string: spec values, pod logs, journal fields, package logs, API answers, the
+  command line; :func:`redact_text`, :func:`redact_bytes`): URL credentials (``scheme://user:pass@``
+  becomes ``scheme://<redacted>@``), ``Bearer X`` / ``Basic X`` (:data:`AUTH_SCHEMES`), and ``NAME=X``
+  where NAME holds one of :data:`ASSIGN_WORDS` (the name is kept); everything else as written.
+- ``urls`` (:func:`redact_url`, one function, two forms): a source recorded in a bundle
+  (``--prometheus``, ``--dcgm-url``) loses its user info and its whole query (``?<redacted>``); with
+  ``keep_names=True`` (the command line's URL arguments, upload destinations) the user name and query
+  names stay, the password and every query value become the mark. Upload records use the mark
+  :data:`WORD_MARK` (the URL stays pasteable); bundles :data:`MARK`.
+- ``toml`` (containerd's config.toml and its imports, :func:`redact_toml`): the value of a
+  ``key = value`` line whose last key part holds a credential word becomes a hash in a TOML string (the
+  file still parses), except keys ending in :data:`TOML_FILE_KEYS`; URL credentials anywhere.
+- ``known secrets`` (:func:`scrub`, :func:`secret_parts`, :func:`url_secrets`): a value the tool
+  itself holds (an upload's auth header, its URL's password and query values) is replaced wherever it
+  shows up in a message (a server's error body echoing the header).
+
+:func:`is_redacted` tells the findings a value was removed (ours, or another tool's ``***``).
+
+Adding a rule: write its constant and function here (linear in the input: hostile strings can be
+megabytes), add a line to :data:`RULES` built from that constant (the manifest then states it), list
+it above, call it from the collector that meets the data, and test it in tests/test_redact.py.
 """
 from __future__ import annotations
 
@@ -27,35 +53,91 @@ import hmac
 import json
 import os
 import re
+from urllib.parse import unquote_plus, urlsplit
 
+MARK = "<redacted>"        #: what replaces URL credentials and query values in bundles and the manifest
+WORD_MARK = "REDACTED"     #: the same in upload records and their log lines (``<>`` are not URL characters)
 CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
-#: env names whose values are kept (issue 6 item 3); everything else becomes a hash prefix
-#: plus the NVIDIA device plugin's and HAMi's own settings, which are evidence and hold no secret.
-#: The whole name must match (``\Z``: ``"PATH\n"`` is not ``PATH``), and a name holding a credential
-#: word is never kept (``NVIDIA_API_KEY``, ``CUDA_AUTH_TOKEN``), so ``ENV_ALLOW.match`` is the whole test
-ENV_ALLOW = re.compile(r"^(?!(?s:.*)(?i:" + "|".join(CRED_WORDS) + r"))"
-                       r"(NVIDIA_\w*|CUDA_\w*|PATH|HOSTNAME|HOME|KUBERNETES_SERVICE_HOST|"
-                       r"KUBERNETES_SERVICE_PORT\w*|DEVICE_LIST_STRATEGY|PASS_DEVICE_SPECS|DEVICE_ID_STRATEGY|"
-                       r"DEVICE_DISCOVERY_STRATEGY|MIG_STRATEGY|CDI_ANNOTATION_PREFIX|FAIL_ON_INIT_ERROR|"
-                       r"NVIDIA_CDI_HOOK_PATH|NVIDIA_CTK_PATH|CONTAINER_DRIVER_ROOT|DRIVER_ROOT_CTR_PATH)\Z")
-#: free-text rules of :func:`redact_text` (each linear in the text's length)
-#: the scheme word stands alone (not ``monitoring-plugins-basic``) and its value is on the same line
-_AUTH_SCHEME = re.compile(r"(?i)(?<![\w.\-])(?P<name>bearer|basic)(?P<sp>[ \t]+)(?!<redacted)(?P<v>\S+)")
-_AUTH_SCHEME_LAST = re.compile(r"(?i)\b(?:bearer|basic)\s*\Z")
+#: env names whose values are kept (issue 6 item 3; ``*``: any name characters), plus the NVIDIA device
+#: plugin's and HAMi's own settings, which are evidence and hold no secret
+ENV_KEPT = ("NVIDIA_*", "CUDA_*", "PATH", "HOSTNAME", "HOME", "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT*", "DEVICE_LIST_STRATEGY", "PASS_DEVICE_SPECS", "DEVICE_ID_STRATEGY",
+            "DEVICE_DISCOVERY_STRATEGY", "MIG_STRATEGY", "CDI_ANNOTATION_PREFIX", "FAIL_ON_INIT_ERROR",
+            "CONTAINER_DRIVER_ROOT", "DRIVER_ROOT_CTR_PATH")
+#: :data:`ENV_KEPT` as one test: the whole name must match (``\Z``: ``"PATH\n"`` is not ``PATH``), and a
+#: name holding a credential word never does, so ``ENV_ALLOW.match`` is the whole test
+ENV_ALLOW = re.compile(r"^(?!(?s:.*)(?i:" + "|".join(CRED_WORDS) + r"))("
+                       + "|".join(re.escape(n).replace(r"\*", r"\w*") for n in ENV_KEPT) + r")\Z")
+#: ``Bearer X`` / ``Basic X``: the scheme word stands alone (not ``monitoring-plugins-basic``) and its
+#: value is on the same line. :func:`_plain` relies on both starting with ``b``.
+AUTH_SCHEMES = ("Bearer", "Basic")
+_SCHEMES = "|".join(AUTH_SCHEMES)
+_AUTH_SCHEME = re.compile(rf"(?i)(?<![\w.\-])(?P<name>{_SCHEMES})(?P<sp>[ \t]+)(?!<redacted)(?P<v>\S+)")
+_AUTH_SCHEME_LAST = re.compile(rf"(?i)\b(?:{_SCHEMES})\s*\Z")
+_AUTH_LOW = tuple(s.lower() for s in AUTH_SCHEMES)
+#: ``NAME=X`` is redacted when NAME holds one of these (``passw``: password, passwd)
+ASSIGN_WORDS = ("token", "secret", "passw", "key", "auth", "credential")
 _ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?!<redacted)(?P<v>\S+)")
-_ASSIGN_WORDS = re.compile(r"(?i)token|secret|passw|key|auth|credential")
-_ASSIGN_HINTS = ("token", "secret", "passw", "key", "auth", "credential")  #: the same words, for ``in``
+_ASSIGN_WORDS = re.compile("(?i)" + "|".join(ASSIGN_WORDS))
 _P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>[ \t]*)(?![\-\s]|<redacted)(?P<v>\S+)")
 #: ``scheme://user:pass@``: anchored on ``://`` after a scheme character (a scheme run before it is
 #: kept as text), so that the match is linear in the text's length (hostile args can be megabytes)
 _URL_CRED = re.compile(r"(?<=[A-Za-z0-9+.\-])://(?P<cred>[^/?#@\s]+(?:@[^/?#@\s]*)*)@")
 _FLAG_NAME = re.compile(r"-{1,2}[\w.\-]*")
-#: annotations kept in the record (values already redacted)
+#: annotations whose values are kept in container specs (the pod identity), and the CDI prefix
 K8S_ANNOTATIONS = ("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
                    "io.kubernetes.cri.container-name", "io.kubernetes.cri.container-type",
                    "io.kubernetes.cri.sandbox-id", "io.kubernetes.cri.sandbox-uid",
                    "io.kubernetes.cri.image-name", "io.kubernetes.pod.name", "io.kubernetes.pod.namespace",
                    "io.kubernetes.pod.uid", "io.kubernetes.container.name")
+CDI_PREFIX = "cdi.k8s.io/"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  #: hashed in Kubernetes API answers
+TOML_FILE_KEYS = ("_file", "_path", "_dir")  #: TOML keys naming a file are kept (``tls.key_file``)
+#: ``key = value`` with a bare, quoted or dotted key (TOML v1.0.0 "Keys")
+_TOML_KEY_PART = r"""(?:[\w\-]+|"[^"\n]*"|'[^'\n]*')"""
+_TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*\s*=\s*)(?P<v>.*?)\s*$")
+_TOML_PLAIN = re.compile(r'"([^"\\]*)"|\'([^\']*)\'')
+#: ``scheme://authority path ?query #fragment`` as written (RFC 3986 section 3; the last ``@`` ends the
+#: user info, as urlsplit takes it)
+_URL_PARTS = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^/?#]*)(?P<path>[^?#]*)"
+                        r"(?:\?(?P<query>[^#]*))?(?:#(?P<frag>.*))?\Z", re.S)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+SCRUB_MIN = 4  #: a known secret's words and query values shorter than this are not scrubbed from text
+_REDACTED_VALUE = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)
+
+
+def _names(words) -> str:
+    return ", ".join(words)
+
+
+#: one line per rule, built from the constants the code uses; :func:`description` joins them
+RULES = (
+    ("env", f"env values of containers and pods, except for {_names(ENV_KEPT)} (names holding none of "
+            f"{_names(CRED_WORDS)})"),
+    ("annotations", f"annotation values in container specs other than the pod identity "
+                    f"({_names(K8S_ANNOTATIONS)}) and {CDI_PREFIX}*; in Kubernetes API answers "
+                    f"{LAST_APPLIED} and annotations named with a credential word"),
+    ("args", f"in args and commands: the value of a credential-named flag (--password X, --token=X), "
+             f"after -p (-p X, -pX) and after {'/'.join(AUTH_SCHEMES)}"),
+    ("text", f"in every other string (spec values, pod logs, journal entries, package logs, Kubernetes API "
+             f"answers, this command line): URL credentials, {'/'.join(AUTH_SCHEMES)} values and NAME=X "
+             f"values where NAME holds {_names(ASSIGN_WORDS)} (logs are otherwise kept as written)"),
+    ("urls", "URLs of sources (--prometheus, --dcgm-url): user info and the query; URL arguments of "
+             "this command line and upload destinations: passwords and every query value"),
+    ("toml", f"in containerd's config.toml and its imports: values of keys whose last part holds a "
+             f"credential word (registry auth), except keys ending in {_names(TOML_FILE_KEYS)}, and URL "
+             f"credentials"),
+    ("known secrets", "the upload's auth header and URL secrets wherever a message repeats them"),
+)
+
+
+def description(enabled: bool) -> str:
+    """The manifest's ``redaction.what``: every line of :data:`RULES`, or that nothing was redacted
+    (``--no-redact``)."""
+    if not enabled:
+        return "nothing: --no-redact was given"
+    return ("values replaced by <redacted hmac:XXXXXXXX> (a keyed hash, equal values match within this "
+            "bundle) or <redacted>, names kept: " + "; ".join(f"{what}" for _, what in RULES))
 
 
 #: drawn once per process (one collection) and never stored: the hash prefixes of one bundle can be
@@ -73,17 +155,30 @@ def redacted(value: str) -> str:
 
 def redact_url_credentials(text: str) -> str:
     """``scheme://user:pass@host`` -> ``scheme://<redacted>@host`` anywhere in ``text``."""
-    return _URL_CRED.sub("://<redacted>@", text)
+    return _URL_CRED.sub(f"://{MARK}@", text)
 
 
-def _cred_name(name: str) -> bool:
+def cred_name(name: str) -> bool:
+    """Whether a name (env, flag, annotation, TOML key) holds one of :data:`CRED_WORDS`, any case."""
     low = name.lower()
     return any(w in low for w in CRED_WORDS)
 
 
+def env_kept(name) -> bool:
+    """Whether an env variable's value is kept: its name is one of :data:`ENV_KEPT` and holds no
+    credential word (:data:`ENV_ALLOW`)."""
+    return isinstance(name, str) and bool(ENV_ALLOW.match(name))
+
+
+def api_annotation_hashed(name) -> bool:
+    """Whether an annotation's value is hashed in a Kubernetes API answer: :data:`LAST_APPLIED` (it
+    holds whole manifests) or a name holding a credential word."""
+    return isinstance(name, str) and (name == LAST_APPLIED or cred_name(name))
+
+
 def _cred_flag(arg: str) -> bool:
     """``--password``, ``-api-key``: a flag whose name holds a credential word."""
-    return bool(_FLAG_NAME.fullmatch(arg)) and _cred_name(arg)
+    return bool(_FLAG_NAME.fullmatch(arg)) and cred_name(arg)
 
 
 def redact_text(text: str, p_flag: bool = True) -> str:
@@ -94,9 +189,9 @@ def redact_text(text: str, p_flag: bool = True) -> str:
     if "://" in text:  # each rule runs only when its marker is present: megabytes of junk stay cheap
         text = redact_url_credentials(text)
     low = text.lower()
-    if "bearer" in low or "basic" in low:
+    if any(s in low for s in _AUTH_LOW):
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
-    if "=" in text and any(w in low for w in _ASSIGN_HINTS):
+    if "=" in text and any(w in low for w in ASSIGN_WORDS):
         text = _ASSIGN.sub(lambda m: (f"{m.group('name')}={redacted(m.group('v'))}"
                                       if _ASSIGN_WORDS.search(m.group("name")) else m.group(0)), text)
     if p_flag and "-p" in text:
@@ -113,8 +208,9 @@ def redact_bytes(data: bytes) -> bytes:
 
 
 def kept_annotation(name) -> bool:
-    """Whether an annotation's value is kept: :data:`K8S_ANNOTATIONS` and ``cdi.k8s.io/*``."""
-    return isinstance(name, str) and (name in K8S_ANNOTATIONS or name.startswith("cdi.k8s.io/"))
+    """Whether an annotation's value is kept in a container spec: :data:`K8S_ANNOTATIONS` and
+    :data:`CDI_PREFIX` ``*``."""
+    return isinstance(name, str) and (name in K8S_ANNOTATIONS or name.startswith(CDI_PREFIX))
 
 
 def redact_env(entries: list) -> list:
@@ -126,7 +222,7 @@ def redact_env(entries: list) -> list:
             out.append(e)
             continue
         name, eq, value = e.partition("=")
-        value = redacted(value) if eq and not ENV_ALLOW.match(name) else redact_text(value, p_flag=False)
+        value = redacted(value) if eq and not env_kept(name) else redact_text(value, p_flag=False)
         out.append(f"{name}{eq}{value}")
     return out
 
@@ -177,7 +273,7 @@ def _text_unchanged(text: str) -> bool:
     if "://" in text:
         return False
     low = text.lower()
-    return not ("bearer" in low or "basic" in low or ("=" in text and any(w in low for w in _ASSIGN_HINTS)))
+    return not (any(s in low for s in _AUTH_LOW) or ("=" in text and any(w in low for w in ASSIGN_WORDS)))
 
 
 def redact_spec(obj):
@@ -224,18 +320,100 @@ def redact_spec(obj):
     return obj
 
 
-#: a URL's query values (presigned upload URLs carry their signature there) and the whole URL shape
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-_QUERY_VALUE = re.compile(r"(?P<k>[?&][^=&#\s]+=)[^&#\s]+")
+def redact_url(url: str, *, keep_names: bool = False, mark: str = MARK) -> str:
+    """The one URL policy: ``url`` with its secrets replaced by ``mark``, everything else as written.
+
+    ``keep_names=False`` (a source recorded in a bundle: ``--prometheus``, ``--dcgm-url``): the user info
+    and the fragment are dropped and a query is replaced whole, ``https://bob:pw@prom:9090/p?token=x``
+    -> ``https://prom:9090/p?<redacted>``. ``keep_names=True`` (the command line's URL arguments, an
+    upload destination): the user name and the query names stay, the password, a user given without a
+    password, every query value (and a query part without ``=``) and the fragment become ``mark``,
+    ``https://u:p@h/a?X-Amz-Signature=zz`` -> ``https://u:<redacted>@h/a?X-Amz-Signature=<redacted>``.
+    Text that is not ``scheme://...``, or whose port or IPv6 host urlsplit cannot read, comes back as
+    ``mark``. Raises nothing."""
+    m = _URL_PARTS.match(url) if isinstance(url, str) else None
+    try:
+        if m is None:
+            return mark
+        urlsplit(url).port  # a bad port or IPv6 literal: ValueError
+    except ValueError:
+        return mark
+    scheme = url[:url.index("://") + 3]
+    user, _, host = m["auth"].rpartition("@")
+    if not keep_names:
+        return scheme + host + m["path"] + (f"?{mark}" if m["query"] else "")
+    name, colon, _ = user.partition(":")
+    userinfo = (f"{name}:{mark}@" if colon else f"{mark}@") if user else ""
+    query = "&".join(p and (p.partition("=")[0] + "=" + mark if "=" in p else mark)
+                     for p in m["query"].split("&")) if m["query"] is not None else None
+    return (scheme + userinfo + host + m["path"] + ("" if query is None else "?" + query)
+            + ("" if m["frag"] is None else "#" + mark))
+
+
+def url_secrets(url: str) -> list[str]:
+    """What :func:`redact_url` with ``keep_names=True`` hides in ``url``, to :func:`scrub` it from
+    messages: the password (or a user without one), and the query values and fragment of at least
+    :data:`SCRUB_MIN` characters, each as written and percent-decoded. ``[]`` for text that is not a
+    URL. Raises nothing."""
+    m = _URL_PARTS.match(url) if isinstance(url, str) else None
+    if m is None:
+        return []
+    user = m["auth"].rpartition("@")[0]
+    name, colon, password = user.partition(":")
+    out = [password if colon else name] if user else []
+    parts = [p.partition("=")[2] if "=" in p else p for p in (m["query"] or "").split("&")] + [m["frag"] or ""]
+    return [v for v in out if v] + [v for p in parts for v in {p, unquote_plus(p)} if len(v) >= SCRUB_MIN]
+
+
+def secret_parts(value: str) -> list[str]:
+    """A known secret (an auth header's value) and its words of at least :data:`SCRUB_MIN`
+    characters: ``"Bearer abc123"`` -> ``["Bearer abc123", "Bearer", "abc123"]``."""
+    return [value, *(w for w in value.split() if len(w) >= SCRUB_MIN)] if value else []
+
+
+def scrub(text: str, secrets: list[str], mark: str = MARK) -> str:
+    """``text`` with every one of ``secrets`` (known values, e.g. from :func:`secret_parts` and
+    :func:`url_secrets`) replaced by ``mark``, longest first so a whole goes before its parts."""
+    for s in sorted(set(filter(None, secrets)), key=len, reverse=True):
+        text = text.replace(s, mark)
+    return text
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """The command line as the manifest records it when redaction is on: credentials inside each
-    argument removed (:func:`redact_text`: URL credentials, Bearer/Basic
-    values, credential ``NAME=X``), and every query value of a URL argument (``--upload-url``'s
-    presigned signature, a ``?token=``) replaced by ``<redacted>``. Raises nothing."""
+    """The command line as the manifest records it when redaction is on: the ``text`` rule in each
+    argument (URL credentials, Bearer/Basic values, credential ``NAME=X``), and an argument that is a
+    URL through :func:`redact_url` with ``keep_names=True`` (``--upload-url``'s presigned signature, a
+    ``?token=``). Raises nothing."""
     out = []
     for a in argv:
         a = redact_text(a, p_flag=False)
-        out.append(_QUERY_VALUE.sub(r"\g<k><redacted>", a) if _URL.match(a) else a)
+        out.append(redact_url(a, keep_names=True) if _URL.match(a) else a)
     return out
+
+
+def redact_toml(text: str) -> str:
+    """containerd TOML text with credentials replaced, line by line so that everything else stays as
+    written: the value of a ``key = value`` line whose last key part holds a credential word
+    (:data:`CRED_WORDS`: registry ``password``, ``auth``, ``identitytoken``) becomes
+    ``"<redacted hmac:XXXXXXXX>"`` (a TOML string, so the file still parses; a plain string's text is
+    what is hashed, so it matches the same value in an env), and ``scheme://user:pass@`` becomes
+    ``scheme://<redacted>@`` anywhere. A multi-line string value is not followed, and keys ending in
+    :data:`TOML_FILE_KEYS` (``tls.key_file``) are kept. Raises nothing."""
+    out = []
+    for line in text.split("\n"):
+        m = _TOML_CRED.match(line)
+        key = re.findall(_TOML_KEY_PART, m.group("k"))[-1].strip("\"'") if m else ""
+        if m and m.group("v") and cred_name(key) and not key.lower().endswith(TOML_FILE_KEYS):
+            value = m.group("v")
+            plain = _TOML_PLAIN.fullmatch(value)  # a plain string: hash its text
+            if plain:
+                value = plain.group(1) if plain.group(1) is not None else plain.group(2)
+            line = f'{m.group("k")}"{redacted(value)}"'
+        out.append(redact_url_credentials(line))
+    return "\n".join(out)
+
+
+def is_redacted(value) -> bool:
+    """Whether a recorded value was removed by a redaction: ``<redacted hmac:...>``, ``<redacted>``,
+    ``REDACTED`` (this module) or another tool's ``***``."""
+    return bool(_REDACTED_VALUE.match(str(value)))

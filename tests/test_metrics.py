@@ -381,7 +381,8 @@ def test_no_prometheus_no_artifact(tmp_path):
 
 
 def test_credentials_and_urls():
-    from collectors.metrics.promclient import auth_for, redact_url
+    from collectors.metrics.promclient import auth_for
+    from forensics.redact import redact_url
     assert auth_for("tok123", "http://p") == ({"Authorization": "Bearer tok123"}, None)
     assert auth_for("Bearer tok123", "http://p")[0] == {"Authorization": "Bearer tok123"}
     assert auth_for("Basic bob:pw:x", "http://p") == ({}, ("bob", "pw:x"))

@@ -400,7 +400,7 @@ TOML_LINE = st.one_of(st.builds(lambda k, v: f"{k} = {v}", st.sampled_from(["pas
 
 @given(st.lists(TOML_LINE, max_size=8).map("\n".join))
 def test_containerd_toml_redaction_takes_any_text(text):
-    out = rc.redact_toml(text)
+    out = redact.redact_toml(text)
     assert out.count("\n") == text.count("\n")  # line for line
     for line in out.split("\n"):
         if line.startswith(("password =", "auth =", "a.identitytoken =", 'endpoint = ["https://')):

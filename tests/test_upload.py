@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from forensics.ops.upload import UploadError, redact_url, upload
+from forensics.ops.upload import UploadError, upload
+from forensics.redact import WORD_MARK, redact_url
 
 SECRET = "Bearer s3cr3t-T0KEN-4f9a2c"
 
@@ -190,10 +191,12 @@ def test_bad_arguments_fail_before_sending_and_never_show_the_secret(drop, outpu
 
 
 def test_redact_url():
-    assert redact_url("https://u:p@h.example:8443/a/b?X-Amz-Signature=zz&case=1") == \
+    def upload_form(url):  # the form upload records use
+        return redact_url(url, keep_names=True, mark=WORD_MARK)
+    assert upload_form("https://u:p@h.example:8443/a/b?X-Amz-Signature=zz&case=1") == \
         "https://u:REDACTED@h.example:8443/a/b?X-Amz-Signature=REDACTED&case=REDACTED"
-    assert redact_url("https://tok@h.example/a") == "https://REDACTED@h.example/a"
-    assert redact_url("http://h.example/a/b") == "http://h.example/a/b"
+    assert upload_form("https://tok@h.example/a") == "https://REDACTED@h.example/a"
+    assert upload_form("http://h.example/a/b") == "http://h.example/a/b"
 
 
 def test_run_with_upload_url_sends_the_real_bundle_and_reports(drop, tmp_path, monkeypatch, capsys):

@@ -19,7 +19,7 @@ import posixpath
 import re
 from datetime import datetime, timezone
 
-from forensics.redact import ENV_ALLOW, K8S_ANNOTATIONS
+from forensics.redact import ENV_ALLOW, kept_annotation
 from forensics.timeutil import iso_z, parse_iso
 
 HOOK_KINDS = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
@@ -102,7 +102,7 @@ def annotations(spec: dict) -> dict:
     if not isinstance(ann, dict):
         return {}
     return {k: v for k, v in ann.items()
-            if isinstance(k, str) and isinstance(v, str) and (k.startswith("cdi.k8s.io/") or k in K8S_ANNOTATIONS)}
+            if isinstance(v, str) and kept_annotation(k)}
 
 
 def pod_identity(ann: dict) -> tuple[str | None, str | None, str | None, str | None]:

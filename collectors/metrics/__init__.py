@@ -32,10 +32,11 @@ from forensics.events import Coverage, Event, NodeFacts
 from forensics.source import Reading
 from forensics.timeutil import iso_z, local_iso
 from forensics.findings import alerts
+from forensics.redact import redact_url
 
 from .promclient import (PromClient, PrometheusError, Unreachable, answered, change_points, coarse_points,
                          duration_seconds, evidence, fetch_text, last_samples, lowest_timestamp, promql_str,
-                         read_credential, redact_url, selector_matches, stats_expr, stored_data, stored_result,
+                         read_credential, selector_matches, stats_expr, stored_data, stored_result,
                          suspicious_spans)
 
 NODE_LABELS = ("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node", "kubernetes_node",

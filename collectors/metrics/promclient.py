@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 import requests
 
 from forensics.artifact import Artifact, Status
+from forensics.redact import redact_url
 
 METHOD = "prometheus-api"
 MAX_BYTES = 64 << 20
@@ -48,19 +49,6 @@ class Unreachable(PrometheusError):
 
 class BudgetSpent(Unreachable):
     """The total time budget is spent: no further call is attempted."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user:password and without its own query string (which may hold a token).
-    A URL that cannot be parsed (e.g. a bad port) comes back as ``<redacted>``: never raises."""
-    try:
-        p = urlsplit(url)
-        host = p.hostname or ""
-        if p.port:
-            host += f":{p.port}"
-    except ValueError:
-        return "<redacted>"
-    return urlunsplit((p.scheme, host, p.path, "<redacted>" if p.query else "", ""))
 
 
 def read_credential(env: str | None, path: str | None) -> str | None:

@@ -17,6 +17,7 @@ import re
 
 from collectors.containers.parse import DEVICE_PLUGIN_DIR
 
+from ..redact import is_redacted
 from ..timeutil import parse_iso
 
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
@@ -27,7 +28,6 @@ NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers/)
 _CTYPE = "io.kubernetes.cri.container-type"
-_REDACTED = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)  # "<redacted hmac:1a2b3c4d>" (forensics.redact)
 
 
 def _nvidia_or_cuda(name: str) -> bool:
@@ -102,7 +102,7 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict
             out["basis"][key] = f"not set; the plugin's default {default!r} applies"
             return parse(default) if default is not None else None
         v = env[key]
-        if v is None or _REDACTED.match(str(v)):
+        if v is None or is_redacted(v):
             out["basis"][key] = "redacted in the container record: unknown"
             return None
         out["basis"][key] = f"{key}={v} in the container's env"
@@ -226,7 +226,7 @@ def _container(c: dict, ctx: _Context) -> dict:
               if e.get("kind") == "c" and e.get("major") in ctx.majors]
     env = c.get("env") or {}
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-    requested = (nvd is not None and not _REDACTED.match(str(nvd))
+    requested = (nvd is not None and not is_redacted(nvd)
                  and str(nvd).strip().lower() not in ("", "void", "none"))
     hooks = c.get("hooks") or {}
     # In legacy mode with nvidia as the default runtime every container gets the prestart hook, pause
@@ -234,7 +234,7 @@ def _container(c: dict, ctx: _Context) -> dict:
     # or unset in a legacy CUDA image (CUDA_VERSION set: the hook's default is "all"). With the variable
     # unset, GPU nodes in its /dev say nothing (a container can mknod them itself) unless its value is
     # unknown (redacted) or the image is such a legacy CUDA image.
-    unknown = nvd is not None and bool(_REDACTED.match(str(nvd)))
+    unknown = nvd is not None and is_redacted(nvd)
     legacy_default = nvd is None and env.get("CUDA_VERSION") is not None
     legacy = any(LEGACY_HOOK in _hook_names(h) for h in hooks.get("prestart") or []) and (
         requested or (bool(inside) and (unknown or legacy_default)))

@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..artifact import Artifact, Status
 from ..bundle import BundleWriter
-from ..redact import redact_argv
+from ..redact import description as redaction_description, redact_argv, redact_url
 from ..source import CollectContext
 from ..timeutil import iso_z
 
@@ -69,7 +69,6 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
             writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
                                    message=f"{type(e).__name__}: {e}",
                                    notes=(traceback.format_exc(limit=3)[-800:],)))
-    from collectors.metrics.promclient import redact_url
     writer.meta.update({
         "node": ctx.facts.get("hostname_override") or ctx.facts.get("hostname"),
         "node_facts": ctx.facts,
@@ -79,15 +78,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
         "command_line": shlex.join(redact_argv(argv) if redact else argv),
         "incidents": incidents or [],
-        "redaction": {"enabled": redact,
-                      "what": "container env values outside NVIDIA_*/CUDA_*/PATH/HOSTNAME/HOME/KUBERNETES_SERVICE_* "
-                              "and of credential-named variables, annotation values other than the Kubernetes pod "
-                              "identity and cdi.k8s.io/*, credential-like args (--password X, -p X, NAME=X), "
-                              "credentials in URLs, auth headers (Bearer/Basic) and tokens in args "
-                              "(never stored); in pod logs, journal entries and this command line: URL credentials, "
-                              "Bearer/Basic values and credential NAME=X values (logs are otherwise kept as written); "
-                              "in containerd's config.toml: credential values (registry auth) and URL credentials"
-                              if redact else "nothing: --no-redact was given"},
+        "redaction": {"enabled": redact, "what": redaction_description(redact)},
         "options": {"probe": probe, "kube": kube, "kubeconfig": kubeconfig, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
                     "prometheus": redact_url(prometheus) if prometheus else None,
                     "dcgm_url": redact_url(dcgm_url) if dcgm_url else None},

@@ -13,7 +13,8 @@ neither the bytes nor the credentials go anywhere but the URL given.
 
 The value of the ``Authorization`` header comes from an environment variable or a file. It is sent,
 and never logged, returned, or put into an exception's text; the URL recorded has its user info and
-its query values replaced by ``REDACTED`` (a presigned URL's signature is a credential too).
+its query values replaced by ``REDACTED`` (a presigned URL's signature is a credential too): the
+URL policy of :mod:`forensics.redact` (:func:`forensics.redact.redact_url`, ``keep_names=True``).
 """
 from __future__ import annotations
 
@@ -22,13 +23,15 @@ import logging
 import os
 import time
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit, parse_qsl
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
+from .. import redact as rd
+
 log = logging.getLogger(__name__)
 
-REDACTED = "REDACTED"
+REDACTED = rd.WORD_MARK
 #: answers worth another try: the server or a proxy is busy or failing, not refusing
 RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
 
@@ -62,7 +65,8 @@ def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env:
         raise UploadError(f"upload method must be PUT or POST, not {method!r}")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UploadError(f"upload URL must be http:// or https:// with a host: {redact_url(url)}")
+        shown = rd.redact_url(url, keep_names=True, mark=REDACTED)
+        raise UploadError(f"upload URL must be http:// or https:// with a host: {shown}")
     paths = [Path(f) for f in files]
     for p in paths:
         if not p.is_file():
@@ -76,27 +80,11 @@ def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env:
         s.trust_env = False  # no ~/.netrc credentials or proxy settings picked up behind the user's back
         for p in paths:
             dest = _put_url(parts, p.name) if method == "PUT" else url
-            rec = {"file": p.name, "url": redact_url(dest), "method": method, "size": p.stat().st_size,
-                   "sha256": _sha256(p), "status": None, "attempts": 0, "ok": False, "error": None}
+            rec = {"file": p.name, "url": rd.redact_url(dest, keep_names=True, mark=REDACTED), "method": method,
+                   "size": p.stat().st_size, "sha256": _sha256(p), "status": None, "attempts": 0, "ok": False, "error": None}
             _send(s, rec, p, dest, headers, verify, retries, backoff, timeout, secrets)
             out.append(rec)
     return out
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password in its user info, and every query value, replaced by ``REDACTED``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-    except ValueError:
-        return REDACTED
-    if parts.username:
-        netloc = f"{parts.username}:{REDACTED}@{netloc}" if parts.password is not None else \
-            f"{REDACTED}@{netloc}"
-    query = "&".join(f"{k}={REDACTED}" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _send(s, rec, path, dest, headers, verify, retries, backoff, timeout, secrets) -> None:
@@ -158,22 +146,13 @@ def _auth_value(env: str | None, file: Path | None) -> str | None:
 
 
 def _secrets_of(url: str, secret: str | None) -> list[str]:
-    """Every string that must not appear in a record: the header value and its parts, the URL's
-    password, and its query values (longest first, so the whole is replaced before a part)."""
-    out = []
-    if secret:
-        out += [secret] + [w for w in secret.split() if len(w) >= 4]
-    parts = urlsplit(url)
-    if parts.password:
-        out.append(parts.password)
-    out += [v for _, v in parse_qsl(parts.query) if len(v) >= 4]
-    return sorted(set(out), key=len, reverse=True)
+    """Every string that must not appear in a record: the header value and its words, and what the
+    URL policy hides in the URL (:func:`forensics.redact.url_secrets`)."""
+    return rd.secret_parts(secret) + rd.url_secrets(url)
 
 
 def _scrub(text: str, secrets: list[str]) -> str:
-    for s in secrets:
-        text = text.replace(s, REDACTED)
-    return " ".join(text.split())[:300]
+    return " ".join(rd.scrub(text, secrets, REDACTED).split())[:300]
 
 
 def _sha256(path: Path) -> str:
