@@ -53,7 +53,7 @@ from forensics.source import CollectContext
 from forensics.events import Event, NodeFacts
 from forensics.source import Reading
 
-from forensics.redact import redact_bytes, redact_text
+from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
 
 from .containers import parse as cp
 
@@ -232,7 +232,7 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
         notes.append(f"truncated: {problem}")
     if getattr(ctx, "redact", True):
         data = redact_bytes(data)
-        notes.append("credentials redacted: URL credentials, Bearer/Basic values, NAME=X for credential names")
+        notes.append(f"credentials redacted: {TEXT_NOTE}")
     with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:
         fh.write(data)
 

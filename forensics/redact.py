@@ -102,6 +102,8 @@ _TOML_PLAIN = re.compile(r'"([^"\\]*)"|\'([^\']*)\'')
 _URL_PARTS = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^/?#]*)(?P<path>[^?#]*)"
                         r"(?:\?(?P<query>[^#]*))?(?:#(?P<frag>.*))?\Z", re.S)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+#: the ``text`` rule in a manifest note (pod logs, journal fields, package logs)
+TEXT_NOTE = f"URL credentials, {'/'.join(AUTH_SCHEMES)} values, NAME=X for credential names"
 SCRUB_MIN = 4  #: a known secret's words and query values shorter than this are not scrubbed from text
 _REDACTED_VALUE = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)
 

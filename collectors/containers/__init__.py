@@ -271,10 +271,10 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message="JSON nested too deeply to redact; not stored, read as empty"))
         return None
-    notes = ("env values redacted (names kept; values outside NVIDIA_*, CUDA_*, PATH, HOSTNAME, HOME, "
-             "KUBERNETES_SERVICE_* and of credential-named variables replaced by a sha256 prefix); annotation "
-             "values other than Kubernetes pod identity and cdi.k8s.io/*, credential args, auth headers and URL "
-             "credentials redacted; re-serialised from the parsed file",) if redact else ()
+    notes = (f"env values redacted (names kept; values outside {', '.join(rd.ENV_KEPT)} and of credential-named "
+             f"variables replaced by a keyed hash prefix); annotation values other than Kubernetes pod identity and "
+             f"{rd.CDI_PREFIX}*, credential args, auth headers and URL credentials redacted; re-serialised from the "
+             "parsed file",) if redact else ()
     ctx.writer.write_bytes(rel, (text + "\n").encode("ascii"), source, "copy-redacted" if redact else "copy-parsed",
                            notes=notes)
     return obj

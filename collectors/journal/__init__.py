@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from systemd import journal as _sdj
 
 from forensics import hostfs
-from forensics.redact import redact_bytes, redact_text
+from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics.source import Reading
 from forensics.timeutil import from_usec, iso_z
@@ -590,8 +590,7 @@ def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
     if any("time budget" in p for p in problems):
         notes.append("truncated: the time budget ran out while scanning; entries after that point were not read")
     if redact:
-        notes.append("credentials redacted in field values: URL credentials, Bearer/Basic values, NAME=X for "
-                     "credential names")
+        notes.append(f"credentials redacted in field values: {TEXT_NOTE}")
     return notes
 
 

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from forensics import hostfs
-from forensics.redact import redact_bytes
+from forensics.redact import TEXT_NOTE, redact_bytes
 from forensics.artifact import Status, errno_name, from_oserror
 from forensics.bundle import Bundle
 from forensics.source import CollectContext
@@ -112,8 +112,7 @@ def redact_copy(name: str):
         if out == text:
             return data, ()
         n = sum(a != b for a, b in zip(*(t.decode("utf-8", "surrogateescape").splitlines() for t in (text, out))))
-        notes = (f"credentials redacted in {n} lines (URL credentials, Bearer/Basic values, NAME=X for "
-                 "credential names)",)
+        notes = (f"credentials redacted in {n} lines ({TEXT_NOTE})",)
         if gz_note:
             notes += (gz_note,)
         return (gzip.compress(out, mtime=0) if gz else out), notes
