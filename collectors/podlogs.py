@@ -19,7 +19,7 @@ with control characters escaped; nothing in it is ever interpreted.
 
 Redaction policy for log content (unless ``--no-redact``): a log is evidence and is kept as text,
 line for line, but credentials that can be recognised in free text are replaced before it is stored
-(:func:`collectors.containers.parse.redact_bytes`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
+(:func:`forensics.redact.redact_bytes`): URL credentials (``scheme://user:pass@`` becomes ``scheme://<redacted>@``),
 ``Bearer X`` / ``Basic X`` (so ``Authorization:`` headers), and ``NAME=X`` where NAME holds token,
 secret, passw*, key, auth* or credential (the value becomes a ``<redacted hmac:XXXXXXXX>`` hash,
 the same for the same value). A secret printed as plain prose cannot be recognised and stays.

@@ -15,7 +15,7 @@ Bundle files (all under ``journal/``):
   ``hash_error`` when the file opened but could not be read to its end for the hash.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
-  with the credentials :func:`collectors.containers.parse.redact_bytes` recognises replaced, the same policy as
+  with the credentials :func:`forensics.redact.redact_bytes` recognises replaced, the same policy as
   for pod logs), ``__CURSOR``,
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
@@ -596,7 +596,7 @@ def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
 
 def redact_entry(e: dict) -> dict:
     """A stored entry with credentials in its field values redacted (the pod-log policy,
-    :func:`collectors.containers.parse.redact_text` without the ``-p`` rule), base64 values included;
+    :func:`forensics.redact.redact_text` without the ``-p`` rule), base64 values included;
     ``__`` fields (cursor, timestamps) and ``_GF_SELECTED_BY`` are left as they are. Raises nothing."""
     def one(v):
         if isinstance(v, str):

@@ -98,7 +98,7 @@ def acquire(ctx: CollectContext) -> None:
 
 def redact_copy(name: str):
     """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
-    ``name`` with credentials replaced (:func:`collectors.containers.parse.redact_bytes`: URL
+    ``name`` with credentials replaced (:func:`forensics.redact.redact_bytes`: URL
     credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
     none is stored byte for byte; a ``.gz`` with some is decompressed (at most
     :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
