@@ -33,7 +33,7 @@ def main() -> None:
         res[name] = {"wall_s": round(t1 - t0, 3),
                      "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3),
                      "maxrss_mb_after": round(r1.ru_maxrss / 1024, 1)}
-    writer.meta.update({"node": ctx.facts.get("hostname"), "node_facts": ctx.facts, "incidents": []})
+    writer.meta.update({"node": ctx.node.hostname, "node_facts": ctx.node.manifest(), "incidents": []})
     writer.finish()
     print(json.dumps(res))
 

@@ -6,5 +6,5 @@ because the readers of zone-less logs need the node's time zone).
 """
 from . import node, runtime_config, journal, packages, containers, podlogs, metrics, kube
 
-#: podlogs after containers: it picks GPU containers from the records already written
+#: podlogs after containers: it takes the GPU containers from ctx.gpu_containers, which containers fills
 COLLECTORS = [node, runtime_config, journal, packages, containers, podlogs, metrics, kube]

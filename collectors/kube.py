@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import Event, NodeFacts
-from forensics.source import Reading
+from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import iso_z, parse_iso
 
 from forensics import redact as rd
@@ -50,27 +50,44 @@ PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugi
 MAX_POD_EVENTS = 16               #: pods whose events are asked for (GPU pods first, then the plugin)
 
 
+def _kubeconfig(path: str, values) -> str:
+    if not values.get("kube"):
+        raise ValueError("--kubeconfig is only used with --kube")
+    if not os.path.isfile(path):
+        raise ValueError(f"--kubeconfig {path}: no such file")
+    return path
+
+
+NAME = "kube"
+KUBE = Option("--kube", "kube", "also read the node, its GPU pods, the device plugin DaemonSet and the last hour's "
+              "events from the Kubernetes API (read-only GETs; in-cluster or --kubeconfig)", action="store_true",
+              default=False, record=True)
+KUBECONFIG = Option("--kubeconfig", "kubeconfig", "kubeconfig for --kube (default: the pod's ServiceAccount, then "
+                    "$KUBECONFIG or ~/.kube/config)", metavar="FILE", check=_kubeconfig, record=True)
+OPTIONS = [KUBE, KUBECONFIG]
+
+
 # -- acquire ---------------------------------------------------------------------------------------
-def acquire(ctx) -> None:
+def acquire(ctx: CollectContext) -> None:
     """Read the node, its GPU pods, the device plugin DaemonSet and recent events into ``kube/``.
 
-    Does nothing unless ``getattr(ctx, "kube", False)``. ``getattr(ctx, "kubeconfig", None)`` names a
+    Does nothing unless :data:`KUBE` (``--kube``). :data:`KUBECONFIG` names a
     kubeconfig; without one the in-cluster ServiceAccount is tried, then the default kubeconfig.
-    The node name is ``--node`` (``ctx.facts["hostname_override"]``), else ``$NODE_NAME`` (the Downward
+    The node name is ``--node`` (``ctx.node.hostname_override``), else ``$NODE_NAME`` (the Downward
     API in deploy/), else the host name. Answers are redacted unless ``ctx.redact`` is false
     (``--no-redact``); once ``ctx.expired()`` (``--time-budget``) the remaining requests are recorded
     as truncated. A configuration that cannot be loaded, or an answer that is not 2xx, is an ``error``
     artifact; this never raises for an unreachable or refusing API server.
     """
-    if not getattr(ctx, "kube", False):
+    if not ctx.value(KUBE):
         return
-    node = ctx.facts.get("hostname_override") or os.environ.get("NODE_NAME") or ctx.facts.get("hostname")
+    node = ctx.node.hostname_override or os.environ.get("NODE_NAME") or ctx.node.hostname
     if not node:
         ctx.writer.record(Artifact(None, "kube:node", Status.ERROR, "kube-api",
                                    message="the Kubernetes node name is unknown (no --node, $NODE_NAME or host name)"))
         return
     try:
-        api = _client(getattr(ctx, "kubeconfig", None))
+        api = _client(ctx.value(KUBECONFIG))
     except Exception as e:  # noqa: BLE001 - ConfigException, OSError, YAML errors: all recorded
         ctx.writer.record(Artifact(None, "kube:config", Status.ERROR, "kube-api",
                                    message=f"no Kubernetes client configuration: {type(e).__name__}: {e}"))

@@ -22,9 +22,8 @@ from datetime import datetime, timezone
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
-from forensics.source import CollectContext
+from forensics.source import CollectContext, Reading
 from forensics.events import NodeFacts
-from forensics.source import Reading
 from forensics.timeutil import iso_z, tz_from_tzif, parse_iso
 
 FILES = [  # (host path, bundle path)
@@ -43,33 +42,35 @@ VERSIONED = ("systemd", "containerd", "containerd.io", "runc", "nvidia-container
              "nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools", "snapd",
              "unattended-upgrades", "kubelet")
 STATUS_LIMIT = 64 << 20
+NAME = "node"
+OPTIONS: list = []  #: none (``--node`` is the pipeline's: ``ctx.node.hostname_override``)
 
 
 def acquire(ctx: CollectContext) -> None:
-    """Copy the node-fact files into ``node/`` and fill ``ctx.facts`` (hostname, tz_name, utc_offset,
-    boot_time, boot_id, kernel, systemd_version, package_versions)."""
+    """Copy the node-fact files into ``node/`` and fill ``ctx.node`` (:class:`forensics.source.HostFacts`:
+    hostname, tz_name, utc_offset, boot_time, boot_id, kernel, systemd_version, package_versions)."""
     w = ctx.writer
     for src, rel in FILES:
         w.copy(ctx.root, src, rel, method="copy", limit=1 << 20)
-    facts = ctx.facts
-    facts["hostname"] = _first_line(ctx, "/etc/hostname")
-    facts["tz_name"], facts["tz_basis"] = _tz_name(ctx)
-    facts["boot_id"] = _first_line(ctx, "/proc/sys/kernel/random/boot_id")
-    facts["kernel"] = _first_line(ctx, "/proc/sys/kernel/osrelease")
+    facts = ctx.node
+    facts.hostname = _first_line(ctx, "/etc/hostname")
+    facts.tz_name, facts.tz_basis = _tz_name(ctx)
+    facts.boot_id = _first_line(ctx, "/proc/sys/kernel/random/boot_id")
+    facts.kernel = _first_line(ctx, "/proc/sys/kernel/osrelease")
     try:
         stat_text = hostfs.read_text(ctx.root, "/proc/stat")
         m = re.search(r"^btime (\d+)$", stat_text, re.M)
-        facts["boot_time"] = iso_z(datetime.fromtimestamp(int(m.group(1)), timezone.utc)) if m else None
+        facts.boot_time = iso_z(datetime.fromtimestamp(int(m.group(1)), timezone.utc)) if m else None
     except (OSError, ValueError, OverflowError):  # a btime past year 9999 (a corrupt copy of /proc/stat)
-        facts["boot_time"] = None
+        facts.boot_time = None
     try:
         with hostfs.open_regular(ctx.root, "/etc/localtime") as f:
             zone = tz_from_tzif(f.read(1 << 20))
-        facts["utc_offset"] = datetime.now(timezone.utc).astimezone(zone).strftime("%z")
+        facts.utc_offset = datetime.now(timezone.utc).astimezone(zone).strftime("%z")
     except (OSError, ValueError):
-        facts["utc_offset"] = None
-    facts["package_versions"] = _dpkg_versions(ctx)
-    facts["systemd_version"], facts["systemd_version_basis"] = _systemd_version(ctx, facts["package_versions"])
+        facts.utc_offset = None
+    facts.package_versions = _dpkg_versions(ctx)
+    facts.systemd_version, facts.systemd_version_basis = _systemd_version(ctx, facts.package_versions)
 
 
 def _first_line(ctx: CollectContext, path: str) -> str | None:

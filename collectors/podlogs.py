@@ -7,8 +7,8 @@ gzipped (``.gz``). Each line is ``<RFC 3339 nano time> <stdout|stderr> <P|F> <me
 a partial line continued by the next one (Kubernetes CRI "container logging" design; kubelet
 pkg/kubelet/kuberuntime/logs/logs.go; pkg/kubelet/logs/container_log_manager.go).
 
-Which containers: those the container collector marked as GPU containers (``record.json`` files
-already in the bundle being written), any container whose pod or container name names
+Which containers: those the container collector found to be GPU containers (``ctx.gpu_containers``,
+:class:`forensics.source.GpuContainer`), any container whose pod or container name names
 dcgm-exporter, the NVIDIA device plugin or a GPU, and any container where the last
 :data:`SCAN_LIMIT` bytes of a current log (one per restart, newest :data:`MAX_SCANS`) hold an
 NVML/CUDA error. A pod that runs ``nvidia-smi`` in a loop pins the loss to within seconds from
@@ -37,7 +37,6 @@ Bundle layout: ``podlogs/<namespace>_<pod>_<uid>/<container>/<file>`` holds the 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import stat
@@ -49,14 +48,13 @@ from datetime import datetime, timezone
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
-from forensics.source import CollectContext
+from forensics.source import CollectContext, Reading
 from forensics.events import Event, NodeFacts
-from forensics.source import Reading
 
 from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
 
-from .containers import parse as cp
-
+NAME = "podlogs"
+OPTIONS: list = []  #: none
 PODS_DIR = "/var/log/pods"
 PREFIX = "podlogs"
 TAIL_LIMIT = 1 << 20            #: bytes kept from the end of each log file
@@ -88,12 +86,12 @@ _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d
 def acquire(ctx: CollectContext) -> None:
     """Copy a bounded tail of the logs of every GPU-related container under /var/log/pods.
 
-    Runs after :mod:`collectors.containers` (it reads the ``record.json`` files that collector
-    wrote to find GPU containers), but also works without them. Never reads more than
+    Runs after :mod:`collectors.containers` (it takes the GPU containers from
+    ``ctx.gpu_containers``), but also works without them. Never reads more than
     :data:`TAIL_LIMIT` bytes of a plain file nor :data:`GZ_READ_LIMIT` decompressed bytes of a
     ``.gz``; unreadable files are recorded with their errno. Raises nothing for bad files.
     """
-    gpu = _gpu_containers(ctx)
+    gpu = {(c.pod_namespace, c.pod, c.container_name) for c in ctx.gpu_containers}
     try:
         pod_dirs = hostfs.listdir(ctx.root, PODS_DIR)
     except OSError as e:
@@ -179,19 +177,6 @@ def order_key(name: str) -> tuple:
     return (int(m.group("restart")), 0 if m.group("rot") else 1, m.group("rot") or "")
 
 
-def _gpu_containers(ctx) -> set[tuple[str | None, str | None, str | None]]:
-    out = set()
-    for art in ctx.writer.artifacts:
-        if art.path and art.path.startswith("containers/") and art.path.endswith("/record.json"):
-            try:
-                rec = json.loads((ctx.writer.dir / art.path).read_text("utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(rec, dict) and cp.is_gpu(rec):
-                out.add((rec.get("pod_namespace"), rec.get("pod"), rec.get("container_name")))
-    return out
-
-
 def _named_gpu(pod: str, container: str) -> bool:
     text = f"{pod}/{container}".lower()
     return any(h in text for h in NAME_HINTS)
@@ -217,7 +202,7 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
     notes: list[str] = []
     with f:
         try:
-            data, start, total, problem = _gz_tail(f, getattr(ctx, "deadline", None)) if gz else _plain_tail(f)
+            data, start, total, problem = _gz_tail(f, ctx.deadline) if gz else _plain_tail(f)
         except OSError as e:
             ctx.writer.record(from_oserror(source, "tail", e))
             return
@@ -230,7 +215,7 @@ def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
         notes.append("decompressed from the .gz rotation")
     if problem:
         notes.append(f"truncated: {problem}")
-    if getattr(ctx, "redact", True):
+    if ctx.redact:
         data = redact_bytes(data)
         notes.append(f"credentials redacted: {TEXT_NOTE}")
     with ctx.writer.create(rel, source, "tail", notes=notes, text=False) as fh:

@@ -36,7 +36,7 @@ from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
 from forensics.redact import redact_toml
-from forensics.source import Reading
+from forensics.source import CollectContext, Reading
 
 FACTS = "runtime/facts.json"
 FILE_LIMIT = 4 << 20       #: bytes copied of any one config or spec file
@@ -56,14 +56,16 @@ CRI_TABLES = {3: ("plugins", "io.containerd.cri.v1.runtime"), 2: ("plugins", "io
 PACKAGES = {"runc": ("runc",), "containerd": ("containerd", "containerd.io"),
             "nvidia-container-toolkit": ("nvidia-container-toolkit", "nvidia-container-toolkit-base")}
 JIT_CDI_SINCE = (1, 18, 0)  #: toolkit commit 6149592b "Default to jit-cdi mode in the nvidia runtime"
+NAME = "runtime_config"
+OPTIONS: list = []  #: none
 
 
 # -- acquire ---------------------------------------------------------------------------------------
-def acquire(ctx) -> None:
+def acquire(ctx: CollectContext) -> None:
     """Copy containerd's config (following ``imports``), the toolkit config, CDI specs and
     ``/proc/devices`` into ``runtime/``, and write ``runtime/facts.json`` (containerd load order, CDI
     directories, NVIDIA nodes under /dev and /run/nvidia/driver/dev with their /dev/char links, versions).
-    ``ctx`` is a :class:`forensics.ops.pipeline.CollectContext`; a missing or unreadable host file is a
+    Versions it cannot ask come from ``ctx.node`` (the node collector's dpkg versions); a missing or unreadable host file is a
     manifest record, never an exception."""
     w = ctx.writer
     facts: dict = {"containerd_files": _acquire_containerd(ctx)}
@@ -111,7 +113,7 @@ def _acquire_containerd(ctx) -> list[dict]:
         if path in loaded:
             continue
         loaded.add(path)
-        a = _copy_redacted(ctx, path, "runtime" + path) if getattr(ctx, "redact", True) else \
+        a = _copy_redacted(ctx, path, "runtime" + path) if ctx.redact else \
             ctx.writer.copy(ctx.root, path, "runtime" + path, limit=FILE_LIMIT)
         files.append({"source": path, "path": a.path, "imported_by": parent})
         doc = _toml_or_none(ctx.writer.dir, a.path)
@@ -226,15 +228,15 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def _versions(ctx) -> dict:
-    pv = ctx.facts.get("package_versions") or {}
+def _versions(ctx: CollectContext) -> dict:
+    pv = ctx.node.package_versions or {}
     return {
         "runc": _command(ctx, ["runc", "--version"], r"runc version (\S+)") or _pkg_version(pv, "runc"),
         "containerd": _command(ctx, ["containerd", "--version"], r"containerd \S+ v?(\d\S*)")
         or _pkg_version(pv, "containerd"),
         "nvidia-container-toolkit": _command(ctx, ["nvidia-ctk", "--version"], r"version (\d\S*)")
         or _pkg_version(pv, "nvidia-container-toolkit"),
-        "systemd": {"version": ctx.facts.get("systemd_version"), "basis": ctx.facts.get("systemd_version_basis")},
+        "systemd": {"version": ctx.node.systemd_version, "basis": ctx.node.systemd_version_basis},
     }
 
 

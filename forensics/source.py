@@ -1,21 +1,157 @@
-"""The collector contract: what ``acquire(ctx)`` gets and what ``read(bundle, node)`` returns.
+"""The collector contract: how to add an evidence source. Read this module, then copy a small collector
+(``collectors/node.py``, ``collectors/kube.py``).
 
-A collector is a module (or package) in ``collectors/`` listed once in ``collectors.COLLECTORS``. It has
-``acquire(ctx: CollectContext) -> None`` (host -> bundle, read-only on the host, through
-:mod:`forensics.hostfs`; every artifact recorded with its status) and ``read(bundle, node) -> Reading``
-(bundle -> events, coverage and facts). Collectors import only this core; they give facts and never judge.
+A collector is a module (or package) in ``collectors/`` listed once in ``collectors.COLLECTORS`` (in
+acquisition order). It defines four names:
+
+``NAME``
+    The source's name (``"journal"``), used in progress notes and in the ``collector:NAME`` record
+    written when it fails or is not reached.
+``OPTIONS``
+    A list of :class:`Option`: its command-line options as data (sos's ``PluginOpt`` idea). The CLI
+    builds the ``collect``/``run`` flags from every collector's OPTIONS (``forensics/ops/cli.py``);
+    the collector reads this run's value with ``ctx.value(OPTION)``, never from ``sys.argv``. An
+    Option with ``flag=None`` is a knob for programs and tests only (a lab's containerd state dir).
+``acquire(ctx: CollectContext) -> None``
+    Host -> bundle. Read the host only through :mod:`forensics.hostfs` (under ``ctx.root``, never
+    following the host's symlinks out of it), never write to it, and record every artifact with its
+    status through ``ctx.writer`` (:class:`forensics.bundle.BundleWriter`): ``copy``/``write_json``/
+    ``create`` record what was stored; ``record(Artifact(...))`` what was absent, unreadable (with its
+    errno) or truncated. Raise nothing for bad input: a failure is evidence too. An exception that
+    escapes is recorded by the pipeline as an ``error`` artifact and the other collectors still run.
+``read(bundle, node: forensics.events.NodeFacts) -> Reading``
+    Bundle -> :class:`Reading` (events, coverage, facts, problems), from the stored copies only, never
+    from the host. Give facts; never judge (verdicts belong to ``forensics/findings``).
+
+Budgets: the run has one time budget (``--time-budget``). Check ``ctx.expired()`` between files or
+requests; once it is true stop, and record what was not read as ``truncated`` with a note that says
+so. ``ctx.deadline`` (a ``time.monotonic()`` value or None) is there for loops that pass it down.
+
+Redaction: unless ``--no-redact``, ``ctx.redact`` is true and secret values are replaced before they
+are stored, with the functions of :mod:`forensics.redact` (``redact_bytes`` for logs,
+``redact_spec`` for OCI specs, ``redact_text``...). Say in the artifact's notes what was redacted.
+
+Facts learnt while acquiring and needed by a later collector travel on the context, typed:
+``ctx.node`` (:class:`HostFacts`, filled by the node collector, which runs first; the manifest's
+``node_facts``) and ``ctx.gpu_containers`` (:class:`GpuContainer`, filled by the containers
+collector, read by podlogs). Add a field here rather than reading another collector's files from the
+bundle being written. Collectors import only this core (``forensics.*`` below ``findings``/``ops``).
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from .bundle import BundleWriter
 from .events import Coverage, Event
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a collector, as data; the CLI turns it into an ``argparse`` argument.
+
+    ``flag`` is the command-line spelling (``"--since"``; None: not on the command line, set by
+    programs only); ``dest`` the key of its value in ``CollectContext.options``; ``help`` and
+    ``metavar`` as argparse shows them; ``action`` ``"store_true"`` or ``"append"`` (else one value,
+    converted by ``type``); ``default`` the value when not given (``()`` for an ``append`` option);
+    ``choices`` the allowed values.
+
+    ``check(value, values) -> value`` validates a value given on the command line and converts it for
+    the collector (``values`` holds every option's raw value, for checks that need another option);
+    it raises ``ValueError`` with the message the CLI prints as a usage error. It is not called for
+    an option left at its default.
+
+    ``record`` says what the manifest's ``options`` section keeps of this option: None (nothing),
+    True (the value itself) or a function of the value (e.g. a URL without its credentials).
+    """
+
+    flag: str | None
+    dest: str
+    help: str
+    metavar: str | None = None
+    action: str | None = None
+    type: Callable[[str], Any] | None = None
+    default: Any = None
+    choices: tuple | None = None
+    check: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    record: bool | Callable[[Any], Any] | None = None
+
+
+def option_values(options: list[Option], given: Mapping[str, Any], *, checked: bool = False) -> dict[str, Any]:
+    """``{dest: value}`` for every option of ``options``: the value in ``given``, else its default.
+
+    With ``checked`` (values from the command line), each given non-default value goes through the
+    option's ``check``, in ``options`` order; its ``ValueError`` propagates. Raises ``ValueError``
+    for a key of ``given`` that no option declares (a misspelt name)."""
+    known = {o.dest for o in options}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"no collector declares the option(s) {', '.join(unknown)}")
+    out = {o.dest: given.get(o.dest, o.default) for o in options}
+    if checked:
+        for o in options:
+            if o.check is not None and out[o.dest] != o.default and out[o.dest] is not None:
+                out[o.dest] = o.check(out[o.dest], out)
+    return out
+
+
+def recorded_options(options: list[Option], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's ``options`` entries of ``options`` (those with ``record``), from ``values``."""
+    out = {}
+    for o in options:
+        if o.record:
+            v = values.get(o.dest, o.default)
+            out[o.dest] = v if o.record is True else o.record(v)
+    return out
+
+
+@dataclass
+class HostFacts:
+    """What the node collector learnt about the host while acquiring (the manifest's ``node_facts``).
+
+    ``hostname`` is the first line of /etc/hostname; ``hostname_override`` the ``--node`` name (set by
+    the pipeline before any collector runs); ``tz_name`` the IANA zone and ``tz_basis`` where it came
+    from; ``boot_time`` ISO UTC (/proc/stat btime); ``utc_offset`` ``"+0900"`` at collection time;
+    ``package_versions`` ``{dpkg package: version}``; ``systemd_version`` and its ``_basis`` (which
+    command or file said so). None: not known."""
+
+    hostname_override: str | None = None
+    hostname: str | None = None
+    tz_name: str | None = None
+    tz_basis: str | None = None
+    boot_id: str | None = None
+    kernel: str | None = None
+    boot_time: str | None = None
+    utc_offset: str | None = None
+    package_versions: dict[str, str] = field(default_factory=dict)
+    systemd_version: str | None = None
+    systemd_version_basis: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The node's name as recorded: ``--node``, else the host name."""
+        return self.hostname_override or self.hostname
+
+    def manifest(self) -> dict:
+        """The manifest's ``node_facts`` section (``hostname_override`` only when ``--node`` was given)."""
+        d = dict(vars(self))
+        if d["hostname_override"] is None:
+            del d["hostname_override"]
+        return d
+
+
+@dataclass(frozen=True)
+class GpuContainer:
+    """A container the containers collector found to hold or ask for a GPU (``parse.is_gpu``): its
+    Kubernetes identity from the CRI annotations (None when not a pod's) and its runtime id."""
+
+    pod_namespace: str | None
+    pod: str | None
+    container_name: str | None
+    id: str
 
 
 @dataclass
@@ -23,37 +159,26 @@ class CollectContext:
     """What a collector's ``acquire(ctx)`` gets.
 
     ``root`` is the host's root as this process sees it (``/`` on the node, ``/host`` in a pod);
-    ``journal_dirs`` are extra journal directories or files given with ``--journal-dir`` (paths on
-    this machine, not under ``root``); ``since`` (UTC) limits the journal scan; ``facts`` is the
-    manifest's node section, filled by the node collector first and read by later ones.
+    ``writer`` the bundle being written; ``deadline`` the ``time.monotonic()`` value after which
+    collectors stop reading and mark what they hold truncated (None: no budget); ``redact`` whether
+    secret values are redacted (``--no-redact`` clears it); ``log`` takes progress notes;
+    ``options`` the values of the collectors' :class:`Option` s, keyed by ``dest`` (read them with
+    :meth:`value`; a missing key is the option's default). ``node`` and ``gpu_containers`` are the
+    typed facts handed from one collector to the next (module docstring).
     """
 
     root: Path
     writer: BundleWriter
-    journal_dirs: list[Path] = field(default_factory=list)
-    since: datetime | None = None
-    facts: dict = field(default_factory=dict)
-    log: Callable[[str], None] = lambda msg: None
-    #: extra containerd state directories (besides <root>/run/containerd), e.g. a lab's --state
-    containerd_state_dirs: list[Path] = field(default_factory=list)
-    #: --probe: open() each GPU device node inside each container (opt-in)
-    probe: bool = False
-    #: Prometheus / dcgm-exporter endpoints (--prometheus, --dcgm-url); None when not given
-    prometheus: str | None = None
-    dcgm_url: str | None = None
-    #: Prometheus credentials: the NAME of an env variable, or a file, holding "Bearer X" / "Basic u:p";
-    #: never written to the bundle. ``prometheus_ca``: a PEM CA bundle for its TLS
-    prometheus_token_env: str | None = None
-    prometheus_token_file: str | None = None
-    prometheus_ca: str | None = None
-    #: --kube: read the node's cluster-side context from the API server (collectors/kube.py, read-only);
-    #: ``kubeconfig``: --kubeconfig (None: in-cluster, then the default kubeconfig)
-    kube: bool = False
-    kubeconfig: str | None = None
-    #: time.monotonic() value after which collectors stop reading and mark what they hold truncated
     deadline: float | None = None
-    #: redact secret values (container env, credential annotations, URL credentials); --no-redact clears it
     redact: bool = True
+    log: Callable[[str], None] = lambda msg: None
+    options: dict[str, Any] = field(default_factory=dict)
+    node: HostFacts = field(default_factory=HostFacts)
+    gpu_containers: list[GpuContainer] = field(default_factory=list)
+
+    def value(self, option: Option) -> Any:
+        """This run's value of ``option``: ``options[option.dest]``, else ``option.default``."""
+        return self.options.get(option.dest, option.default)
 
     def expired(self) -> bool:
         """True once the run's time budget (``--time-budget``) is spent."""
@@ -68,7 +193,8 @@ class CollectContext:
 @dataclass
 class Reading:
     """What one collector's ``read()`` returns: events, the coverage of each of its sources, and
-    facts (a free-form dict merged into the analysis, e.g. ``systemd_version``)."""
+    facts (a dict merged into the analysis, keyed by a name of the collector's own, e.g.
+    ``"containers"``, ``"systemd_version"``)."""
 
     events: list[Event] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)

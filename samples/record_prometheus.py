@@ -41,7 +41,7 @@ sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
 import promlab  # noqa: E402  (tests/promlab.py)
 from collectors import metrics  # noqa: E402
 from forensics.bundle import BundleWriter  # noqa: E402
-from forensics.source import CollectContext  # noqa: E402
+from forensics.source import CollectContext, HostFacts  # noqa: E402
 
 OUT = HERE / "node3-gpu-prometheus"
 NODE = "node3-gpu"
@@ -110,8 +110,8 @@ def record(out: Path = OUT) -> Path:
         (t / "rules.yml").write_text(CLUSTER_RULES)
         with promlab.PromServer(t / "blocks", retention=RETENTION, rule_files=[t / "rules.yml"]) as srv:
             w = BundleWriter(t / "bundle")
-            ctx = CollectContext(root=Path("/"), writer=w, facts={"hostname": NODE}, prometheus=srv.url)
-            ctx.prometheus_budget = 300
+            ctx = CollectContext(root=Path("/"), writer=w, node=HostFacts(hostname=NODE),
+                                 options={"prometheus": srv.url, "prometheus_budget": 300})
             metrics.acquire(ctx)
             w.finish()
         idx = json.loads((t / "bundle" / "metrics" / "index.json").read_text())

@@ -4,7 +4,7 @@ nodes they can see, and (with ``--probe``) whether they can still open them.
 Sources, all read under ``--root`` (formats.md §5.2, §6; issue 3 items 1, 3, 4):
 - containerd bundles ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (``config.json`` as
   runc read it, i.e. after nvidia-container-runtime rewrote it; ``options.json``; ``init.pid``), for
-  the state dirs /run/containerd, /run/k3s/containerd and ``ctx.containerd_state_dirs``;
+  the state dirs /run/containerd, /run/k3s/containerd and :data:`STATE_DIRS`;
 - runc state ``<runc root>/<namespace>/<id>/state.json`` (root from ``options.json``, default
   /run/containerd/runc) and plain runc / CRI-O state ``/run/runc/<id>/state.json``;
 - cgroup v1 ``devices.list``; systemd's transient unit and drop-ins
@@ -58,15 +58,30 @@ from datetime import datetime
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
-from forensics.source import CollectContext
+from forensics.source import CollectContext, GpuContainer, Option, Reading
 from forensics.events import Event, NodeFacts
-from forensics.source import Reading
 from forensics.timeutil import parse_iso
 
 from forensics import redact as rd
 
 from . import parse as cp
 from . import probe as probe_mod
+
+
+
+def _root_only(on: bool, _values) -> bool:
+    if on and os.geteuid() != 0:
+        raise ValueError("--probe needs root: it joins each container's cgroup and mount namespace")
+    return on
+
+
+NAME = "containers"
+PROBE = Option("--probe", "probe", "open() each GPU device inside each container (opt-in)", action="store_true",
+               default=False, check=_root_only, record=True)
+#: extra containerd state directories, host paths read under --root (a lab's or drill's --state);
+#: not on the command line
+STATE_DIRS = Option(None, "containerd_state_dirs", "extra containerd state directories", default=())
+OPTIONS = [PROBE, STATE_DIRS]
 
 DEFAULT_STATE_DIRS = ("/run/containerd", "/run/k3s/containerd")
 TASK_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux")
@@ -87,13 +102,13 @@ RECORD = "record.json"
 def acquire(ctx: CollectContext) -> None:
     """Inventory every container from the runtime's on-disk state into ``containers/``.
 
-    Reads ``getattr(ctx, "containerd_state_dirs", [])`` (extra containerd state dirs, host paths read
-    under ``ctx.root``) and ``getattr(ctx, "probe", False)`` (run the open() probe of
-    :mod:`collectors.containers.probe`; otherwise every probe result is ``not-run``). Every file that could
+    Reads :data:`STATE_DIRS` (extra containerd state dirs, host paths read under ``ctx.root``) and
+    :data:`PROBE` (run the open() probe of :mod:`collectors.containers.probe`; otherwise every probe
+    result is ``not-run``); adds each GPU container to ``ctx.gpu_containers``. Every file that could
     not be read is recorded in the manifest with its errno; nothing on the host is written, except
     the probe child's own pid into the container's ``cgroup.procs`` (it leaves when the child exits).
     """
-    state_dirs = list(DEFAULT_STATE_DIRS) + [str(d) for d in (getattr(ctx, "containerd_state_dirs", None) or [])]
+    state_dirs = list(DEFAULT_STATE_DIRS) + [str(d) for d in ctx.value(STATE_DIRS)]
     env = _Env(ctx)
     seen: set[tuple[str, str]] = set()
     for state_dir in dict.fromkeys(os.path.normpath(d) for d in state_dirs):
@@ -147,7 +162,7 @@ class _Env:
     """Per-run facts shared by every container: NVIDIA majors, bpftool, the probe switch."""
 
     def __init__(self, ctx: CollectContext):
-        self.probe = bool(getattr(ctx, "probe", False))
+        self.probe = bool(ctx.value(PROBE))
         self.probe_left_s = PROBE_BUDGET_S
         self.majors = probe_mod.nvidia_majors(ctx.root)
         self.bpftool = shutil.which("bpftool")
@@ -204,7 +219,7 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
     # None: the container's /dev was not read (no live init); [] would claim it was read and empty
     entries, raw_targets = None, []
     if live_pid:
-        entries, raw_targets, problems = probe_mod.list_dev(ctx.root, live_pid, getattr(ctx, "deadline", None))
+        entries, raw_targets, problems = probe_mod.list_dev(ctx.root, live_pid, ctx.deadline)
         for art in problems:
             ctx.writer.record(art)
     results = _probe(ctx, env, rel, live_pid, procs, entries or [], raw_targets)
@@ -224,6 +239,8 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
                           method="containers", notes=("summary of the files beside it; env values other "
                                                       "than NVIDIA_*, CUDA_* and a few more are left out",),
                           compact=True)
+    if cp.is_gpu(record):  # podlogs keeps these containers' logs
+        ctx.gpu_containers.append(GpuContainer(pod_ns, pod, cname, cid))
 
 
 def _later(a: str | None, tb: datetime | None) -> bool | None:
@@ -253,7 +270,7 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"larger than {JSON_LIMIT} bytes; not stored"))
         return None
-    redact = redact and getattr(ctx, "redact", True)  # --no-redact opts out (recorded in the manifest)
+    redact = redact and ctx.redact  # --no-redact opts out (recorded in the manifest)
     try:
         obj = json.loads(data.decode("utf-8", "surrogateescape"))
         if redact:

@@ -47,9 +47,34 @@ from systemd import journal as _sdj
 from forensics import hostfs
 from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
-from forensics.source import Reading
-from forensics.timeutil import from_usec, iso_z
+from forensics.source import CollectContext, Option, Reading
+from forensics.timeutil import from_usec, iso_z, parse_iso
 from . import wording as w
+
+
+def _since(text: str, _values) -> datetime:
+    try:
+        return parse_iso(text)
+    except ValueError as e:
+        raise ValueError(f"--since: {e}") from None
+
+
+def _existing(paths: list[str], _values) -> list[str]:
+    for p in paths:
+        if not os.path.exists(p):
+            raise ValueError(f"--journal-dir {p}: no such file or directory")
+    return paths
+
+
+NAME = "journal"
+#: extra journal directories or files (paths on this machine, not under --root)
+JOURNAL_DIRS = Option("--journal-dir", "journal_dirs", "extra journal directory or file to read (besides those "
+                      "under --root)", metavar="DIR", action="append", default=(), check=_existing,
+                      record=lambda ps: [str(p) for p in ps])
+#: a datetime (UTC when naive): entries before it are not scanned
+SINCE = Option("--since", "since", "only scan journal entries at or after this ISO 8601 time", check=_since,
+               record=iso_z)
+OPTIONS = [JOURNAL_DIRS, SINCE]
 
 HOST_DIRS = ("/var/log/journal", "/run/log/journal")
 FILES, ENTRIES, BOOTS, COVERAGE = ("journal/files.json", "journal/entries.jsonl", "journal/boots.json",
@@ -67,9 +92,9 @@ class _File:
     path: str
 
 
-def acquire(ctx) -> None:
+def acquire(ctx: CollectContext) -> None:
     """Select the reload-related journal entries of the host under ``ctx.root`` (and of each
-    ``ctx.journal_dirs`` directory or file) into ``journal/`` of ``ctx.writer``'s bundle.
+    :data:`JOURNAL_DIRS` directory or file) into ``journal/`` of ``ctx.writer``'s bundle.
 
     Records every journal file it could not open as an ``error`` / ``unreadable`` artifact, and an
     ``absent`` one for ``/var/log/journal`` when no journal exists. Raises nothing for bad input.
@@ -100,7 +125,7 @@ def acquire(ctx) -> None:
             try:
                 src = _ReaderSource([fh.fileno() for fh in good], spans) if good else _fallback(ctx, files)
                 if src is not None:
-                    src.deadline = getattr(ctx, "deadline", None)
+                    src.deadline = ctx.deadline
                     with closing(src):
                         _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
             except OSError as e:
@@ -122,7 +147,7 @@ def _find(ctx) -> tuple[list[_File], list[str], bool]:
     """Journal files under the host's journal directories and ``--journal-dir`` paths, each once;
     the directories read; whether a directory could not be listed (recorded as an artifact)."""
     places = [(str(ctx.root), d, d, False) for d in HOST_DIRS]
-    places += [("/", os.path.abspath(p), str(p), True) for p in ctx.journal_dirs]
+    places += [("/", os.path.abspath(p), str(p), True) for p in ctx.value(JOURNAL_DIRS)]
     found, dirs, seen, refused = [], [], set(), False
 
     def add(root, path, shown):
@@ -555,10 +580,11 @@ def _fallback(ctx, files: list[_File]):
 
 # -- selecting and storing -------------------------------------------------------------------------
 def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
-    since_dt = ctx.since.replace(tzinfo=ctx.since.tzinfo or timezone.utc) if isinstance(ctx.since, datetime) else None
+    given = ctx.value(SINCE)
+    since_dt = given.replace(tzinfo=given.tzinfo or timezone.utc) if isinstance(given, datetime) else None
     since = int(since_dt.timestamp() * 1_000_000) if since_dt else None
     problems: list[str] = []
-    redact = getattr(ctx, "redact", True)
+    redact = ctx.redact
     with w.Spool(dir=getattr(ctx.writer, "dir", None)) as spool:  # in the bundle being written
         try:
             sel, boots, first, last = w.select(src, since, problems, spool)

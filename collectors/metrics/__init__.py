@@ -27,9 +27,8 @@ from datetime import datetime, timezone
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
-from forensics.source import CollectContext
+from forensics.source import CollectContext, Option, Reading
 from forensics.events import Coverage, Event, NodeFacts
-from forensics.source import Reading
 from forensics.timeutil import iso_z, local_iso
 from forensics.findings import alerts
 from forensics.redact import redact_url
@@ -50,47 +49,67 @@ MAX_REFINE = 24        # raw-sample queries per capacity series
 MAX_DCGM_METRICS, DCGM_BATCH, MAX_TARGETS = 64, 8, 8
 UP_AFTER = 600         # seconds of `up` samples looked at after a target's last DCGM sample
 MAX_WINDOW = 400 * 86400
-TIMEOUT, BUDGET = 15.0, 60.0
+TIMEOUT, BUDGET = 15.0, 60.0  # seconds per request, for all requests (also bounded by ctx.deadline)
+
+
+
+def _shown(url: str | None) -> str | None:
+    """A URL as the manifest's options record it: without credentials or query."""
+    return redact_url(url) if url else None
+
+
+NAME = "metrics"
+PROMETHEUS = Option("--prometheus", "prometheus", "Prometheus base URL (metrics evidence)", metavar="URL", record=_shown)
+DCGM_URL = Option("--dcgm-url", "dcgm_url", "dcgm-exporter /metrics URL", metavar="URL", record=_shown)
+TOKEN_ENV = Option("--prometheus-token-env", "prometheus_token_env", "environment variable holding 'Bearer TOKEN' "
+                   "or 'Basic user:password' (never stored)", metavar="VAR")
+TOKEN_FILE = Option("--prometheus-token-file", "prometheus_token_file", "file holding the same (never stored)",
+                    metavar="FILE")
+CA = Option("--prometheus-ca", "prometheus_ca", "CA bundle (PEM) for Prometheus's TLS", metavar="FILE")
+REQUEST_TIMEOUT = Option(None, "prometheus_timeout", "seconds per Prometheus request", default=TIMEOUT)
+PROM_BUDGET = Option(None, "prometheus_budget", "seconds for all Prometheus requests", default=BUDGET)
+OPTIONS = [PROMETHEUS, DCGM_URL, TOKEN_ENV, TOKEN_FILE, CA, REQUEST_TIMEOUT, PROM_BUDGET]
 
 
 def acquire(ctx: CollectContext) -> None:
-    """Query ``ctx.prometheus`` (``http(s)://…`` or recorded ``file://DIR``) into ``metrics/``, and
-    scrape ``ctx.dcgm_url`` once into ``metrics/dcgm-exporter.metrics.txt``.
+    """Query :data:`PROMETHEUS` (``http(s)://…`` or recorded ``file://DIR``) into ``metrics/``, and
+    scrape :data:`DCGM_URL` once into ``metrics/dcgm-exporter.metrics.txt``.
 
-    Does nothing when neither is set. Reads ``ctx.prometheus_token_env`` (name of an environment
-    variable), ``ctx.prometheus_token_file``, ``ctx.prometheus_ca``, ``ctx.prometheus_timeout`` and
-    ``ctx.prometheus_budget`` (seconds; also bounded by ``ctx.deadline``) when present. The node is ``ctx.facts["hostname_override"]`` or
-    ``ctx.facts["hostname"]``. Never raises for a bad server: no answer or an error answer becomes an
-    ``error`` artifact, and ``metrics/index.json`` records the calls and how far it got.
+    Does nothing when neither is set. Authenticates with :data:`TOKEN_ENV` (name of an environment
+    variable) or :data:`TOKEN_FILE`, verifies TLS with :data:`CA`, and stops after
+    :data:`REQUEST_TIMEOUT` per request and :data:`PROM_BUDGET` in all (seconds; also bounded by
+    ``ctx.deadline``). The node is ``ctx.node.name`` (``--node``, else the host name). Never raises
+    for a bad server: no answer or an error answer becomes an ``error`` artifact, and
+    ``metrics/index.json`` records the calls and how far it got.
     """
-    ca = getattr(ctx, "prometheus_ca", None)
-    if ctx.dcgm_url:
+    ca, url, dcgm = ctx.value(CA), ctx.value(PROMETHEUS), ctx.value(DCGM_URL)
+    if dcgm:
         try:
-            fetch_text(ctx.dcgm_url, ctx.writer, "metrics/dcgm-exporter.metrics.txt", ca=ca)
+            fetch_text(dcgm, ctx.writer, "metrics/dcgm-exporter.metrics.txt", ca=ca)
         except PrometheusError as e:
             ctx.log(f"dcgm-exporter: {e}")
-    if not ctx.prometheus:
+    if not url:
         return
-    node = ctx.facts.get("hostname_override") or ctx.facts.get("hostname") or ""
+    node = ctx.node.name or ""
     info = {"node": node, "resource": RESOURCE}
     try:
-        cred = read_credential(getattr(ctx, "prometheus_token_env", None), getattr(ctx, "prometheus_token_file", None))
+        cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
     except (OSError, KeyError) as e:
         info["aborted"] = f"cannot read the Prometheus credential: {type(e).__name__}: {e}"
         ctx.writer.record(Artifact(None, "prometheus credential", Status.ERROR, "prometheus-api", message=info["aborted"]))
-        ctx.writer.write_json("metrics/index.json", {**info, "source": redact_url(ctx.prometheus), "calls": []},
-                              redact_url(ctx.prometheus), "prometheus-api")
+        ctx.writer.write_json("metrics/index.json", {**info, "source": redact_url(url), "calls": []},
+                              redact_url(url), "prometheus-api")
         return
-    budget = getattr(ctx, "prometheus_budget", None) or BUDGET
-    if getattr(ctx, "deadline", None):  # the whole collection's time budget (collect(time_budget=…))
+    budget = ctx.value(PROM_BUDGET) or BUDGET
+    if ctx.deadline:  # the whole collection's time budget (collect(time_budget=…))
         budget = max(0.0, min(budget, ctx.deadline - time.monotonic()))
-    client = PromClient(ctx.prometheus, ctx.writer, credential=cred, ca=ca,
-                        timeout=getattr(ctx, "prometheus_timeout", None) or TIMEOUT, budget=budget, log=ctx.log)
+    client = PromClient(url, ctx.writer, credential=cred, ca=ca,
+                        timeout=ctx.value(REQUEST_TIMEOUT) or TIMEOUT, budget=budget, log=ctx.log)
     try:
         _collect(client, node, info)
     except PrometheusError as e:  # no answer at all, or the first call (the clock) failed
         info["aborted"] = str(e)
-        ctx.log(f"prometheus: {redact_url(ctx.prometheus)}: {e}")
+        ctx.log(f"prometheus: {redact_url(url)}: {e}")
     finally:
         index = client.index(info)
         ctx.writer.write_json("metrics/index.json", index, index["source"] or "", "prometheus-api",

@@ -66,6 +66,10 @@ UU = _Log("unattended-upgrades", "/var/log/unattended-upgrades", "unattended-upg
           "packages/unattended-upgrades")
 
 
+NAME = "packages"
+OPTIONS: list = []  #: none
+
+
 # -- acquire ---------------------------------------------------------------------------------------
 def acquire(ctx: CollectContext) -> None:
     """Copy dpkg.log, apt history.log and the unattended-upgrades logs (with every rotation, ``.gz``
@@ -73,7 +77,7 @@ def acquire(ctx: CollectContext) -> None:
     scripts in /var/lib/dpkg/info. Every attempt, missing or not, is a manifest record.
     Raises nothing for a missing, unreadable or odd host file (those become manifest records)."""
     w = ctx.writer
-    redact = getattr(ctx, "redact", True)
+    redact = ctx.redact
 
     def copy(log: _Log, name: str) -> None:  # records absent/unreadable itself
         # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password

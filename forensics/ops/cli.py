@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import __version__
 from ..artifact import Status
 from ..bundle import Bundle, BundleError, verify
+from ..source import option_values
 from ..timeutil import parse_iso
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
@@ -46,27 +47,24 @@ def parse_incident(text: str) -> dict:
 
 
 def _collect_args(p: argparse.ArgumentParser) -> None:
+    """The tool's own collection flags, then every collector's :class:`forensics.source.Option` with a
+    flag, in ``collectors.COLLECTORS`` order (their values land in ``args`` under each ``dest``)."""
+    from .pipeline import collector_options
     p.add_argument("--root", default="/", help="host root as this process sees it (/ on the node, /host in a pod)")
     p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
                                  "(default ./gpu-forensics-<node>-<UTC time>)")
     p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
                    help="incident window, ISO 8601 with offsets; repeatable")
-    p.add_argument("--journal-dir", action="append", default=[], metavar="DIR",
-                   help="extra journal directory or file to read (besides those under --root)")
-    p.add_argument("--since", help="only scan journal entries at or after this ISO 8601 time")
-    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (metrics evidence)")
-    p.add_argument("--dcgm-url", metavar="URL", help="dcgm-exporter /metrics URL")
-    p.add_argument("--prometheus-token-env", metavar="VAR",
-                   help="environment variable holding 'Bearer TOKEN' or 'Basic user:password' (never stored)")
-    p.add_argument("--prometheus-token-file", metavar="FILE", help="file holding the same (never stored)")
-    p.add_argument("--prometheus-ca", metavar="FILE", help="CA bundle (PEM) for Prometheus's TLS")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
-    p.add_argument("--probe", action="store_true", help="open() each GPU device inside each container (opt-in)")
-    p.add_argument("--kube", action="store_true",
-                   help="also read the node, its GPU pods, the device plugin DaemonSet and the last hour's events "
-                        "from the Kubernetes API (read-only GETs; in-cluster or --kubeconfig)")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig for --kube (default: the pod's ServiceAccount, then $KUBECONFIG or ~/.kube/config)")
+    for o in collector_options():
+        if o.flag is None:
+            continue
+        kw = {k: v for k, v in (("metavar", o.metavar), ("type", o.type), ("choices", o.choices)) if v is not None}
+        if o.action:
+            kw["action"] = o.action
+        # argparse appends to its default: give it a fresh list, never the Option's shared one
+        p.add_argument(o.flag, dest=o.dest, help=o.help, default=list(o.default) if o.action == "append" else o.default,
+                       **kw)
     p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
                    help="bound the whole collection; what is not reached is marked truncated (default 600)")
     p.add_argument("--no-redact", action="store_true",
@@ -172,38 +170,26 @@ def _progress(total: int):
 
 
 def cmd_collect(args, argv) -> tuple[Path, int]:
-    from .pipeline import collect
+    """``collect`` (and the first half of ``run``): check the arguments, then collect. Each collector
+    option's own check (``Option.check``: --since parses, --journal-dir exists, --probe needs root,
+    --kubeconfig needs --kube and must exist) raises ``ValueError``, shown as a usage error."""
+    from .pipeline import collect, collector_options
     root = Path(args.root)
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a directory (give the host's root, e.g. / or /host)")
     incidents = [parse_incident(x) for x in args.incident]
-    since = None
-    if args.since:
-        try:
-            since = parse_iso(args.since)
-        except ValueError as e:
-            raise UsageError(f"--since: {e}") from None
-    for j in args.journal_dir:
-        if not Path(j).exists():
-            raise UsageError(f"--journal-dir {j}: no such file or directory")
+    declared = collector_options()
+    try:
+        options = option_values(declared, {o.dest: getattr(args, o.dest) for o in declared if o.flag},
+                                checked=True)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
     from collectors import COLLECTORS
-    if args.kubeconfig and not args.kube:
-        raise UsageError("--kubeconfig is only used with --kube")
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
-    if args.probe and os.geteuid() != 0:
-        raise UsageError("--probe needs root: it joins each container's cgroup and mount namespace")
     try:
         with _progress(len(COLLECTORS)) as log:
-            path, digest, arts = collect(root, out, incidents=incidents, journal_dirs=args.journal_dir,
-                                         since=since, node_name=args.node, argv=argv, log=log, probe=args.probe,
-                                         prometheus=args.prometheus, dcgm_url=args.dcgm_url,
-                                         redact=not args.no_redact, time_budget=args.time_budget,
-                                         prometheus_token_env=args.prometheus_token_env,
-                                         prometheus_token_file=args.prometheus_token_file,
-                                         prometheus_ca=args.prometheus_ca, kube=args.kube,
-                                         kubeconfig=args.kubeconfig)
+            path, digest, arts = collect(root, out, options=options, incidents=incidents, node_name=args.node,
+                                         argv=argv, log=log, redact=not args.no_redact, time_budget=args.time_budget)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
     bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]

@@ -69,10 +69,11 @@ def snapshot(root: Path, out: Path, state_dirs: list[str]) -> tuple[Path, list[d
     from ..events import NodeFacts
     started = datetime.now(timezone.utc)
     w = BundleWriter(out)
-    ctx = CollectContext(root=Path(root), writer=w, probe=True, containerd_state_dirs=[Path(d) for d in state_dirs])
+    ctx = CollectContext(root=Path(root), writer=w, options={containers.PROBE.dest: True,
+                                                               containers.STATE_DIRS.dest: list(state_dirs)})
     for mod in (node, runtime_config, containers):
         mod.acquire(ctx)
-    w.meta.update({"node": ctx.facts.get("hostname"), "node_facts": ctx.facts,
+    w.meta.update({"node": ctx.node.hostname, "node_facts": ctx.node.manifest(),
                    "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)), "root": str(root)},
                    "command_line": "gpu-forensics drill (snapshot)", "incidents": []})
     path, _ = w.finish()

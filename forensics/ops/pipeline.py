@@ -14,50 +14,53 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from ..artifact import Artifact, Status
 from ..bundle import BundleWriter
-from ..redact import description as redaction_description, redact_argv, redact_url
-from ..source import CollectContext
+from ..redact import description as redaction_description, redact_argv
+from ..source import CollectContext, Option, option_values, recorded_options
 from ..timeutil import iso_z
 
 
-def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[dict] | None = None,
-            journal_dirs: list[str] | None = None, since: datetime | None = None,
-            node_name: str | None = None, argv: list[str] | None = None,
-            log: Callable[[str], None] = lambda msg: None, probe: bool = False,
-            containerd_state_dirs: list[str] | None = None, prometheus: str | None = None,
-            dcgm_url: str | None = None, redact: bool = True, time_budget: float | None = 600,
-            prometheus_token_env: str | None = None, prometheus_token_file: str | None = None,
-            prometheus_ca: str | None = None, kube: bool = False,
-            kubeconfig: str | None = None) -> tuple[Path, str, list[Artifact]]:
+def collector_options() -> list[Option]:
+    """Every collector's :class:`Option` s, in ``collectors.COLLECTORS`` order."""
+    from collectors import COLLECTORS
+    return [o for mod in COLLECTORS for o in mod.OPTIONS]
+
+
+def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping[str, Any] | None = None,
+            incidents: list[dict] | None = None, node_name: str | None = None, argv: list[str] | None = None,
+            log: Callable[[str], None] = lambda msg: None, redact: bool = True,
+            time_budget: float | None = 600) -> tuple[Path, str, list[Artifact]]:
     """Acquire every source under ``root`` into a new bundle at ``out`` (directory or ``.tar.gz``).
 
-    ``incidents`` are ``{"start": ISO, "end": ISO, "label": str}`` dicts from ``--incident``; they
-    are stored in the manifest so that analysis can be repeated from the bundle alone.
+    ``options`` are the collectors' option values keyed by :class:`Option` ``dest`` (``{"since":
+    datetime, "probe": True, "prometheus": URL, ...}``; a missing one is its default), already
+    converted and checked (the CLI runs each option's ``check``). ``incidents`` are ``{"start": ISO,
+    "end": ISO, "label": str}`` dicts from ``--incident``; they are stored in the manifest so that
+    analysis can be repeated from the bundle alone. ``node_name`` (``--node``) is the node's name
+    for every collector (``ctx.node.hostname_override``).
     ``redact`` (on unless ``--no-redact``) is handed to every collector and also applies to the
     command line the manifest records (:func:`redact_argv`). ``time_budget`` (seconds) bounds the
     whole run: collectors check ``ctx.expired()`` and mark what they hold as truncated; a collector
     not yet started when it is spent is recorded as truncated.
     Returns ``(bundle path, manifest sha256, artifacts)``. Raises ``FileExistsError`` when ``out``
-    exists.
+    exists, ``ValueError`` for an option name no collector declares.
     """
     from collectors import COLLECTORS
 
+    declared = collector_options()
+    values = option_values(declared, options or {})
     started = datetime.now(timezone.utc)
     argv = list(argv if argv is not None else sys.argv)
     writer = BundleWriter(out)
-    ctx = CollectContext(root=Path(root), writer=writer, journal_dirs=[Path(p) for p in journal_dirs or []],
-                         since=since, log=log, probe=probe, prometheus=prometheus, dcgm_url=dcgm_url, redact=redact,
-                         containerd_state_dirs=[Path(p) for p in containerd_state_dirs or []],
-                         deadline=time.monotonic() + time_budget if time_budget else None,
-                         prometheus_token_env=prometheus_token_env, prometheus_token_file=prometheus_token_file,
-                         prometheus_ca=prometheus_ca, kube=kube, kubeconfig=kubeconfig)
-    if node_name:  # before the collectors: the metrics queries select the node by this name
-        ctx.facts["hostname_override"] = node_name
+    ctx = CollectContext(root=Path(root), writer=writer, log=log, redact=redact, options=values,
+                         deadline=time.monotonic() + time_budget if time_budget else None)
+    # before the collectors: the metrics queries select the node by this name
+    ctx.node.hostname_override = node_name or None
     for mod in COLLECTORS:
-        name = mod.__name__.rsplit(".", 1)[-1]
+        name = mod.NAME
         log(f"collecting {name}")
         if ctx.expired():
             writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
@@ -70,18 +73,17 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, incidents: list[
                                    message=f"{type(e).__name__}: {e}",
                                    notes=(traceback.format_exc(limit=3)[-800:],)))
     writer.meta.update({
-        "node": ctx.facts.get("hostname_override") or ctx.facts.get("hostname"),
-        "node_facts": ctx.facts,
-        "timezone": {"name": ctx.facts.get("tz_name"), "utc_offset": ctx.facts.get("utc_offset")},
-        "boot_time": ctx.facts.get("boot_time"),
+        "node": ctx.node.name,
+        "node_facts": ctx.node.manifest(),
+        "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset},
+        "boot_time": ctx.node.boot_time,
         "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)),
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
         "command_line": shlex.join(redact_argv(argv) if redact else argv),
         "incidents": incidents or [],
         "redaction": {"enabled": redact, "what": redaction_description(redact)},
-        "options": {"probe": probe, "kube": kube, "kubeconfig": kubeconfig, "time_budget_s": time_budget, "since": iso_z(since), "journal_dirs": [str(p) for p in journal_dirs or []],
-                    "prometheus": redact_url(prometheus) if prometheus else None,
-                    "dcgm_url": redact_url(dcgm_url) if dcgm_url else None},
+        # what each option was (those whose Option has ``record``), and the tool's own budget
+        "options": {**recorded_options(declared, values), "time_budget_s": time_budget},
     })
     path, digest = writer.finish()
     return path, digest, writer.artifacts
