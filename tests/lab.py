@@ -397,9 +397,8 @@ def _collect_main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     started = datetime.now(timezone.utc)
     writer = BundleWriter(a.out)
-    ctx = CollectContext(root=Path("/"), writer=writer)
-    ctx.containerd_state_dirs = a.state_dir
-    ctx.probe = a.probe
+    ctx = CollectContext(root=Path("/"), writer=writer,
+                         options={"containerd_state_dirs": a.state_dir, "probe": a.probe})
     containers.acquire(ctx)
     writer.meta["collection"] = {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)), "root": "/"}
     writer.finish()

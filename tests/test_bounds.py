@@ -30,7 +30,7 @@ def _pid1_journal(path: Path, n: int) -> None:
 def test_spent_budget_marks_the_journal_scan_truncated(tmp_path):
     _pid1_journal(tmp_path / "j", 9000)
     w = BundleWriter(tmp_path / "b")
-    ctx = CollectContext(root=tmp_path / "emptyroot", writer=w, journal_dirs=[tmp_path / "j"],
+    ctx = CollectContext(root=tmp_path / "emptyroot", writer=w, options={"journal_dirs": [tmp_path / "j"]},
                          deadline=time.monotonic() - 1)
     (tmp_path / "emptyroot").mkdir()
     journal.acquire(ctx)

@@ -111,9 +111,7 @@ esac
 
 def _acquire(root: Path, out: Path, **attrs) -> Bundle:
     w = BundleWriter(out)
-    ctx = CollectContext(root=root, writer=w)
-    for k, v in attrs.items():
-        setattr(ctx, k, v)
+    ctx = CollectContext(root=root, writer=w, options=attrs)  # containers' options (probe=True)
     containers.acquire(ctx)
     w.meta["collection"] = {"start": "2026-03-05T00:00:00Z", "end": "2026-03-05T00:00:01Z"}
     w.finish()

@@ -12,7 +12,7 @@ import pytest
 
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
 from forensics.findings.exposure import assess, device_plugin_settings
 
@@ -65,7 +65,7 @@ def node(tmp_path: Path, *, systemd_cgroup=True, mode="auto", versions=None, lin
             os.symlink(f"..{path[4:]}", root / f"dev/char/{M}:{m}")
     w = BundleWriter(tmp_path / "bundle")
     pv = {"nvidia-container-toolkit": "1.17.8-1", "runc": "1.1.12+ds1-1", **(versions or {})}
-    rc.acquire(CollectContext(root=root, writer=w, facts={"package_versions": pv, "systemd_version": "252.39-1"}))
+    rc.acquire(CollectContext(root=root, writer=w, node=HostFacts(package_versions=pv, systemd_version="252.39-1")))
     w.finish()
     return rc.read(Bundle.open(tmp_path / "bundle"), NodeFacts()).facts["runtime"]
 
@@ -418,7 +418,7 @@ def test_aero_faas_node_exposes_new_gpu_pods(real_inputs, tmp_path):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes((real_inputs / src).read_bytes())
     w = BundleWriter(tmp_path / "b")
-    rc.acquire(CollectContext(root=root, writer=w, facts={"package_versions": {"nvidia-container-toolkit": "1.17.8-1"}}))
+    rc.acquire(CollectContext(root=root, writer=w, node=HostFacts(package_versions={"nvidia-container-toolkit": "1.17.8-1"})))
     w.finish()
     rt = rc.read(Bundle.open(tmp_path / "b"), NodeFacts()).facts["runtime"]
     exp = assess(rt, [], None)

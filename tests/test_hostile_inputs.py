@@ -92,7 +92,7 @@ def test_cut_and_corrupted_real_journal_files_next_to_good_ones(tmp_path, real_i
         (jdir / f"flipped-{i}.journal").write_bytes(bytes(b))
     root = node_root(tmp_path)
 
-    bundle, a = run(tmp_path, root, journal_dirs=[str(jdir)])
+    bundle, a = run(tmp_path, root, options={"journal_dirs": [str(jdir)]})
 
     files = {Path(f["source"]).name: f for f in json.loads(bundle.path("journal/files.json").read_text())}
     recs = records(bundle)

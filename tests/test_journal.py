@@ -81,7 +81,8 @@ def host_with(tmp_path: Path, *entries: bytes, name: str = "system.journal") -> 
 def collect(tmp_path: Path, root: Path, since=None, journal_dirs=()) -> Bundle:
     out = tmp_path / f"bundle{len(list(tmp_path.glob('bundle*')))}"
     writer = BundleWriter(out)
-    journal.acquire(CollectContext(root=root, writer=writer, since=since, journal_dirs=list(journal_dirs)))
+    journal.acquire(CollectContext(root=root, writer=writer,
+                                   options={"since": since, "journal_dirs": list(journal_dirs)}))
     writer.finish()
     return Bundle.open(out)
 
@@ -743,7 +744,7 @@ def test_files_json_is_written_when_selection_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(wording, "select", dies)
     writer = BundleWriter(tmp_path / "bundle")
     with pytest.raises(MemoryError):
-        journal.acquire(CollectContext(root=root, writer=writer, since=None, journal_dirs=[]))
+        journal.acquire(CollectContext(root=root, writer=writer, options={"since": None, "journal_dirs": []}))
     import hashlib
     [rec] = json.loads((writer.dir / "journal/files.json").read_text())
     assert (rec["source"], rec["opened"], rec["size"], rec["sha256"]) == (

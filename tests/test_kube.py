@@ -22,7 +22,7 @@ import pytest
 
 from collectors import kube
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
 
 NODE_NAME = "gpu-a100-007"
@@ -283,10 +283,9 @@ def test_read_back_from_the_bundle(tmp_path):
 
 def _ctx(tmp_path, name="b", **attrs):
     w = BundleWriter(tmp_path / name)
-    ctx = CollectContext(root=Path("/"), writer=w)
-    ctx.facts["hostname"] = NODE_NAME
-    for k, v in attrs.items():
-        setattr(ctx, k, v)
+    deadline = attrs.pop("deadline", None)  # the rest are kube's options (--kube, --kubeconfig)
+    ctx = CollectContext(root=Path("/"), writer=w, deadline=deadline, node=HostFacts(hostname=NODE_NAME),
+                         options=attrs)
     return ctx, w
 
 

@@ -22,7 +22,7 @@ from collectors.metrics import promclient
 from forensics.findings import alerts
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
 from forensics.timeutil import iso_z
 from datetime import datetime, timezone
@@ -104,10 +104,9 @@ def history() -> list[promlab.Series]:
 
 def collect(tmp: Path, url: str, name: str = "bundle", node: str = NODE, **attrs) -> Bundle:
     w = BundleWriter(tmp / name)
-    ctx = CollectContext(root=Path("/nonexistent"), writer=w, facts={"hostname": node}, prometheus=url,
-                         dcgm_url=attrs.pop("dcgm_url", None))
-    for k, v in attrs.items():
-        setattr(ctx, k, v)
+    # attrs: more of metrics' options (dcgm_url, prometheus_ca, prometheus_token_file, prometheus_budget)
+    ctx = CollectContext(root=Path("/nonexistent"), writer=w, node=HostFacts(hostname=node),
+                         options={"prometheus": url, **attrs})
     metrics.acquire(ctx)
     w.finish()
     return Bundle.open(tmp / name)
@@ -344,9 +343,9 @@ def test_server_that_never_answers_is_an_error_and_collection_goes_on(tmp_path):
     with socket.socket() as s:  # accepts connections (kernel backlog) and never replies
         s.bind(("127.0.0.1", 0))
         s.listen(16)
-        ctx = CollectContext(root=root, writer=w, facts={"hostname": NODE},
-                             prometheus=f"http://127.0.0.1:{s.getsockname()[1]}")
-        ctx.prometheus_timeout, ctx.prometheus_budget = 2.0, 4.0
+        ctx = CollectContext(root=root, writer=w, node=HostFacts(hostname=NODE),
+                             options={"prometheus": f"http://127.0.0.1:{s.getsockname()[1]}",
+                                      "prometheus_timeout": 2.0, "prometheus_budget": 4.0})
         t0 = time.monotonic()
         for mod in (metrics, node_collector):  # the collection loop: the next source still runs
             mod.acquire(ctx)
@@ -376,7 +375,7 @@ def test_server_answering_errors_is_an_error_artifact_with_its_message(tmp_path)
 
 def test_no_prometheus_no_artifact(tmp_path):
     w = BundleWriter(tmp_path / "b")
-    metrics.acquire(CollectContext(root=tmp_path, writer=w, facts={"hostname": NODE}))
+    metrics.acquire(CollectContext(root=tmp_path, writer=w, node=HostFacts(hostname=NODE)))
     assert w.artifacts == []
 
 

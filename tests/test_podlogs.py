@@ -10,7 +10,8 @@ import pytest
 
 from collectors import podlogs
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from collectors.containers import parse as cp
+from forensics.source import CollectContext, GpuContainer
 from forensics.events import NodeFacts
 
 PODS = "var/log/pods"
@@ -55,7 +56,10 @@ def _acquire(root: Path, out: Path, records=()) -> Bundle:
     w = BundleWriter(out)
     for rec in records:
         w.write_json(f"containers/k8s.io/{rec['id']}/record.json", rec, source="test", method="containers")
-    ctx = CollectContext(root=root, writer=w)
+    # the containers collector hands its GPU containers over as ctx.gpu_containers
+    gpu = [GpuContainer(r.get("pod_namespace"), r.get("pod"), r.get("container_name"), r["id"])
+           for r in records if cp.is_gpu(r)]
+    ctx = CollectContext(root=root, writer=w, gpu_containers=gpu)
     podlogs.acquire(ctx)
     w.finish()
     return Bundle.open(out)

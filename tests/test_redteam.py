@@ -25,7 +25,7 @@ from forensics.findings import analysis
 from forensics.ops import fleet
 from forensics import hostfs
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
 from forensics.findings.exposure import assess
 from reports import render
@@ -418,7 +418,7 @@ def _l6_analysis(tmp_path: Path, pods: dict) -> dict:
                                 "io.kubernetes.cri.image-name": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}}
         _w(root / f"run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}/config.json", json.dumps(spec))
     w = BundleWriter(tmp_path / "b")
-    ctx = CollectContext(root=root, writer=w, facts={"package_versions": {"nvidia-container-toolkit": "1.17.8-1"}})
+    ctx = CollectContext(root=root, writer=w, node=HostFacts(package_versions={"nvidia-container-toolkit": "1.17.8-1"}))
     rc.acquire(ctx)
     containers.acquire(ctx)
     w.finish()

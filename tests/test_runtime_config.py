@@ -14,7 +14,7 @@ import pytest
 
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
 
 PROC_DEVICES = """Character devices:
@@ -58,9 +58,9 @@ def chardev(root: Path, path: str, major: int, minor: int) -> None:
 def collect(root: Path, tmp_path: Path, versions: dict | None = None, name: str = "bundle"):
     out = tmp_path / name
     w = BundleWriter(out)
-    facts = {"package_versions": versions or {}, "systemd_version": "252.39-1~deb12u1",
-             "systemd_version_basis": "/var/lib/dpkg/status"}
-    rc.acquire(CollectContext(root=root, writer=w, facts=facts))
+    facts = HostFacts(package_versions=versions or {}, systemd_version="252.39-1~deb12u1",
+                      systemd_version_basis="/var/lib/dpkg/status")
+    rc.acquire(CollectContext(root=root, writer=w, node=facts))
     w.finish()
     b = Bundle.open(out)
     return b, rc.read(b, NodeFacts())
