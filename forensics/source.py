@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .bundle import BundleWriter
-from .events import Coverage, Event
+from .events import Coverage, Event, NodeFacts
 
 
 @dataclass(frozen=True)
@@ -200,4 +200,18 @@ class Reading:
     coverage: list[Coverage] = field(default_factory=list)
     facts: dict = field(default_factory=dict)
     #: problems met while reading stored artifacts: ``{"artifact": REL, "message": str}``
+    problems: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Readings:
+    """What every collector's ``read()`` gave for one bundle, merged (``forensics.ops.pipeline.read_all``):
+    the node facts, the events of all sources sorted by time, every source's coverage, the facts of all
+    readings merged into one dict (a later collector's key replaces an earlier one's), and the problems
+    (a collector whose ``read`` raised is one: ``{"artifact": collector name, "message"}``)."""
+
+    node: NodeFacts
+    events: list[Event] = field(default_factory=list)
+    coverage: list[Coverage] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
     problems: list[dict] = field(default_factory=list)

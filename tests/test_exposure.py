@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from collectors import runtime_config as rc
+from collectors.containers.parse import DEVICE_PLUGIN_DIR
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
-from forensics.findings.exposure import assess, device_plugin_settings
+from forensics.findings.device_plugin import device_plugin_settings
+from forensics.findings.exposure import assess
 
 PROC_DEVICES = "Character devices:\n  1 mem\n136 pts\n195 nvidia\n226 drm\n508 nvidia-uvm\n511 nvidia-caps\n\n" \
                "Block devices:\n  8 sd\n"
@@ -304,7 +306,7 @@ def test_plugin_settings_trust_only_a_container_with_the_kubelet_socket_mount(tm
     tenant["device_plugin_socket_mount"] = False
     real = plugin({"PASS_DEVICE_SPECS": "false", "DEVICE_LIST_STRATEGY": "envvar"})
     for order in ([tenant, real], [real, tenant]):
-        dp = device_plugin_settings(order, kept)
+        dp = device_plugin_settings(order, kept, DEVICE_PLUGIN_DIR)
         assert (dp["id"], dp["pass_device_specs"], dp["device_list_strategy"], dp["driver_root"]) == (
             "dp1", False, ["envvar"], "/")
         assert (dp["socket_mount"], dp["ignored"]) == (True, ["ml/nvidia-device-plugin-x (nvidia-device-plugin)"])
@@ -314,7 +316,7 @@ def test_plugin_settings_trust_only_a_container_with_the_kubelet_socket_mount(tm
             "plugin but without that mount, so not taken as it: ml/nvidia-device-plugin-x (nvidia-device-plugin)")
     sandbox = {**tenant, "id": "s1", "container_name": None,
                "annotations": {"io.kubernetes.cri.container-type": "sandbox"}}
-    dp = device_plugin_settings([tenant, sandbox], kept)
+    dp = device_plugin_settings([tenant, sandbox], kept, DEVICE_PLUGIN_DIR)
     assert {k: dp[k] for k in ("id", "pod", "image", "device_list_strategy", "pass_device_specs", "driver_root",
                                "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path",
                                "socket_mount")} == {k: None for k in ("id", "pod", "image", "device_list_strategy",
@@ -330,7 +332,7 @@ def test_plugin_settings_trust_only_a_container_with_the_kubelet_socket_mount(tm
     assert exp["notes"] == ["Device plugin settings unknown: " + why + "."]
     assert exp["verdict"].startswith("Not exposed now: no GPU containers were found; new GPU pods would be, though")
     old = plugin({"PASS_DEVICE_SPECS": "true"}, socket_mount=...)  # a bundle from before the field
-    dp = device_plugin_settings([old], kept)
+    dp = device_plugin_settings([old], kept, DEVICE_PLUGIN_DIR)
     assert (dp["id"], dp["pass_device_specs"], dp["socket_mount"]) == ("dp1", True, None)
     assert dp["basis"]["device_plugin"] == (
         "kube-system/nvidia-device-plugin-daemonset-x7k2p (nvidia-device-plugin-ctr) is taken as the device plugin "

@@ -266,7 +266,7 @@ def test_the_demo_analysis_json_carries_its_device_plugin_settings(tmp_path):
 def test_kube_labels_name_the_pool_through_the_analysis_json(tmp_path):
     from test_kube import ANSWERS, NODE_NAME, _bundle
     from forensics.bundle import Bundle
-    from forensics.findings.analysis import analyze
+    from forensics.ops.pipeline import analyze
     b = _bundle(tmp_path, ANSWERS)
     a = analyze(Bundle.open(b.root))
     assert a["kube"] == {"collected": True, "node": NODE_NAME,

@@ -1,5 +1,5 @@
 """Corrupted and hostile inputs (issue 6 item 4), each through the real pipeline: a host root under
-tmp_path, ``forensics.ops.pipeline.collect`` into a bundle, ``forensics.findings.analysis.analyze`` of that bundle.
+tmp_path, ``forensics.ops.pipeline.collect`` into a bundle, ``forensics.ops.pipeline.analyze`` of that bundle.
 
 Every bad input must end as an ``error`` / ``truncated`` artifact, a reading problem, or a flagged
 event; nothing crashes, and what is good next to it is still read (each test counts it). Real journal
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from journalbuild import build_journal, export_entry
 
-from forensics.findings.analysis import analyze
+from forensics.ops.pipeline import analyze
 from forensics.artifact import Status
 from forensics.bundle import Bundle
 from forensics.ops.pipeline import collect

@@ -1,5 +1,5 @@
-"""collectors.metrics and forensics.findings.alerts against a real Prometheus (tests/promlab.py): OpenMetrics
-history backfilled with promtool, served by a prometheus process on 127.0.0.1. No mocks, no skips: a
+"""collectors.metrics, forensics.findings.alerts and the metrics incident opener against a real Prometheus
+(tests/promlab.py): OpenMetrics history backfilled with promtool, served by a prometheus process on 127.0.0.1. No mocks, no skips: a
 missing prometheus/promtool fails (install with scripts/prometheus-deps.sh)."""
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import promlab
 from collectors import metrics, node as node_collector
 from collectors.metrics import promclient
 from forensics.findings import alerts
+from forensics.findings.openers import metric_incidents
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext, HostFacts
@@ -176,7 +177,7 @@ def test_timestamp_of_last_over_time_is_the_evaluation_time(lab):
 
 
 def test_dcgm_vanished_while_exporter_up_opens_an_incident(lab):
-    inc = [i for i in lab["reading"].facts["metric_incidents"] if i["detector"] == "dcgm-vanished"]
+    inc = [i for i in metric_incidents(lab["reading"].facts["metrics"]) if i["detector"] == "dcgm-vanished"]
     assert len(inc) == 1
     assert inc[0]["start"] == utc(DCGM_LAST) and inc[0]["end"] == utc(DCGM_LAST + EVERY)  # next up=1 scrape
     assert "stayed up" in inc[0]["symptom"] and any("up{" in e.get("query", "") for e in inc[0]["evidence"])
@@ -198,7 +199,7 @@ def test_every_capacity_change_point_to_the_scrape(lab):
 
 
 def test_capacity_falling_to_zero_opens_incidents_from_last_positive_sample(lab):
-    inc = [(i["detector"], i["start"], i["end"]) for i in lab["reading"].facts["metric_incidents"]
+    inc = [(i["detector"], i["start"], i["end"]) for i in metric_incidents(lab["reading"].facts["metrics"])
            if i["detector"] != "dcgm-vanished"]
     # allocatable fell with capacity both times, so it adds no incident of its own
     assert inc == [("capacity-zero", utc(FLAP - EVERY), utc(FLAP)), ("capacity-zero", utc(CAP_0 - EVERY), utc(CAP_0))]
@@ -261,7 +262,7 @@ def test_dcgm_exporter_scraped_once_and_kept(lab):
 
 
 def test_audit_of_metric_dependent_rules_says_silent(lab):
-    a = lab["reading"].facts["metrics"]["alert_audit"]
+    a = alerts.audit_of(lab["reading"].facts["metrics"])
     assert a["audited"] and a["alerting_rules"] == 5 and a["recording_rules"] == 1
     assert a["fires_when_dcgm_absent"] == [] and a["fires_when_capacity_zero"] == []
     assert sorted(a["silent_when_dcgm_absent"]) == ["DCGMExporterDown", "GPUHot", "GPUIdle", "GPUMissingFromExporter"]
@@ -312,11 +313,11 @@ def test_retention_deleted_the_start_tls_and_basic_auth(tmp_path):
     oldest = r.coverage[0].start.timestamp()
     assert END - 86400 - 2 * 3600 - 60 <= oldest <= END - 86400 + 60 and oldest > gone  # blocks deleted
     assert r.facts["metrics"]["dcgm_last_seen"] == []  # nothing of the DCGM series is left
-    inc = r.facts["metric_incidents"]
+    inc = metric_incidents(r.facts["metrics"])
     assert len(inc) == 1 and inc[0]["start"] is None and inc[0]["detector"] == "capacity-zero"
     assert "capacity already 0 when retention starts on" in inc[0]["symptom"]
     assert abs(datetime.fromisoformat(inc[0]["end"].replace("Z", "+00:00")).timestamp() - oldest) <= EVERY
-    a = r.facts["metrics"]["alert_audit"]
+    a = alerts.audit_of(r.facts["metrics"])
     assert set(a["fires_when_dcgm_absent"]) == {"DCGMMetricsAbsent", "DCGMMetricsMissingOnGPUNode", "NodeDCGMGone",
                                                 "NoDCGMAnywhere"}
     assert set(a["fires_when_capacity_zero"]) == {"GPUCapacityZero", "NoAllocatableGPU"}
@@ -396,11 +397,11 @@ def test_sample_node3_gpu_july_window_from_recorded_metrics(tmp_path):
     b = collect(tmp_path, f"file://{rec}", node="node3-gpu")
     assert not [a for a in b.artifacts() if a.status != Status.COLLECTED]
     r = metrics.read(b, NodeFacts())
-    inc = {i["detector"]: i for i in r.facts["metric_incidents"]}
+    inc = {i["detector"]: i for i in metric_incidents(r.facts["metrics"])}
     assert inc["dcgm-vanished"]["start"] == "2026-07-11T03:34:00Z"  # 12:34 KST
     assert inc["capacity-zero"]["start"] is None and inc["capacity-zero"]["end"] == "2026-08-01T15:00:00Z"
     assert "capacity already 0" in inc["capacity-zero"]["symptom"]
-    assert r.facts["metrics"]["alert_audit"]["gap"] == {"capacity_zero": True, "dcgm_absent": True}
+    assert alerts.audit_of(r.facts["metrics"])["gap"] == {"capacity_zero": True, "dcgm_absent": True}
     assert r.facts["metrics"]["retention"]["storage_retention"] == "150d"
 
 

@@ -21,7 +21,7 @@ from collectors.containers import probe
 from collectors import runtime_config as rc
 from collectors.containers import parse as cp
 from forensics import redact
-from forensics.findings import analysis
+from forensics.ops.pipeline import analyze
 from forensics.ops import fleet
 from forensics import hostfs
 from forensics.bundle import Bundle, BundleWriter
@@ -164,7 +164,7 @@ def test_p2_a_failing_assessment_is_a_problem_not_a_crash(tmp_path, monkeypatch)
     def boom(*a, **k):
         raise ValueError("invalid literal for int() with base 10: '\u00b2'")
     monkeypatch.setattr("forensics.findings.exposure.assess", boom)
-    a = analysis.analyze(Bundle.open(tmp_path / "b"))
+    a = analyze(Bundle.open(tmp_path / "b"))
     assert a["exposure"]["assessed"] is False and "ValueError" in a["exposure"]["reason"]
     assert any(p["artifact"] == "exposure" and "assessment failed" in p["message"] for p in a["problems"])
     assert "Not assessed: the assessment failed" in render.markdown(a)
@@ -422,7 +422,7 @@ def _l6_analysis(tmp_path: Path, pods: dict) -> dict:
     rc.acquire(ctx)
     containers.acquire(ctx)
     w.finish()
-    return analysis.analyze(Bundle.open(tmp_path / "b"))
+    return analyze(Bundle.open(tmp_path / "b"))
 
 
 def test_l6_a_tenant_pod_named_like_the_device_plugin_cannot_vouch_for_the_node(tmp_path):

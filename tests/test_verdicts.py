@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from collectors import packages
 from forensics.findings.correlator import correlate, incidents_from
+from forensics.findings.openers import Signs
 from forensics.events import Coverage, Event
 from forensics.findings import verdicts
+from forensics.findings.verdicts import Evidence, Window
 
 UTC = timezone.utc
 T = lambda s: datetime.fromisoformat(s).replace(tzinfo=UTC)  # noqa: E731
@@ -23,8 +26,8 @@ def cov(**spans):
 
 def test_reload_inside_window_with_caller_line_is_confirmed_requested_by_snapd():
     ev = [reload("2026-09-02T04:05:13", 48211, "systemctl", "snapd.service")]
-    c = verdicts.daemon_reload(T("2026-09-02T04:04:58"), T("2026-09-02T04:05:27"), ev,
-                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
+    c = verdicts.daemon_reload(Window(T("2026-09-02T04:04:58"), T("2026-09-02T04:05:27")),
+                               Evidence(ev, cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE))
     assert c.verdict == "confirmed" and c.at == T("2026-09-02T04:05:13")
     assert c.requested_by == {"unit": "snapd.service", "pid": 48211, "comm": "systemctl", "basis": "caller-line"}
     assert c.evidence[0]["line"] == 1
@@ -34,8 +37,8 @@ def test_reload_without_caller_is_confirmed_and_requester_inferred_from_dpkg_jus
     dpkg = Event(T("2026-02-03T05:04:41"), "dpkg", "package.dpkg-action", "configure telegraf:amd64 1.25.1-1",
                  {"action": "configure", "package": "telegraf:amd64"}, {"artifact": "packages/dpkg/dpkg.log", "line": 7})
     ev = [dpkg, reload("2026-02-03T05:04:43")]
-    c = verdicts.daemon_reload(T("2026-02-03T05:00:00"), T("2026-02-03T05:10:00"), ev,
-                               cov(journal=("2026-01-01T00:00:00", "2026-03-01T00:00:00")), PRE)
+    c = verdicts.daemon_reload(Window(T("2026-02-03T05:00:00"), T("2026-02-03T05:10:00")),
+                               Evidence(ev, cov(journal=("2026-01-01T00:00:00", "2026-03-01T00:00:00")), PRE))
     assert c.verdict == "confirmed"
     assert c.requested_by["basis"] == "inferred" and c.requested_by["comm"] == "dpkg"
     assert c.requested_by["package"] == "telegraf:amd64"
@@ -44,49 +47,49 @@ def test_reload_without_caller_is_confirmed_and_requester_inferred_from_dpkg_jus
 
 
 def test_rotated_journal_makes_reload_inferred_and_names_the_gap():
-    c = verdicts.daemon_reload(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"), [],
-                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
+    c = verdicts.daemon_reload(Window(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00")),
+                               Evidence([], cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE))
     assert c.verdict == "inferred"
     assert "journal holds data from 2026-07-16T15:00:05Z only" in c.gaps[0]
 
 
 def test_journal_covering_window_without_reload_excludes_it():
-    c = verdicts.daemon_reload(T("2026-08-10T00:00:00"), T("2026-08-11T00:00:00"), [],
-                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
+    c = verdicts.daemon_reload(Window(T("2026-08-10T00:00:00"), T("2026-08-11T00:00:00")),
+                               Evidence([], cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE))
     assert c.verdict == "excluded"
 
 
 def test_cgroupfs_driver_excludes_reload_even_when_one_happened():
     ev = [reload("2026-09-02T04:05:13", 1, "systemctl", "snapd.service")]
-    c = verdicts.daemon_reload(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00"), ev,
-                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")),
-                               {"systemd_cgroup": False, "gpu_outside_spec": True})
+    c = verdicts.daemon_reload(Window(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00")),
+                               Evidence(ev, cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")),
+                                        {"systemd_cgroup": False, "gpu_outside_spec": True}))
     assert c.verdict == "excluded" and "systemd_cgroup" in c.reason
 
 
 def test_no_journal_at_all_is_undetermined():
-    c = verdicts.daemon_reload(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00"), [],
-                               {"journal": Coverage("journal", None, None, "absent")}, PRE)
+    c = verdicts.daemon_reload(Window(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00")),
+                               Evidence([], {"journal": Coverage("journal", None, None, "absent")}, PRE))
     assert c.verdict == "undetermined"
 
 
 def test_package_history_covering_the_window_excludes_a_transaction():
-    c = verdicts.package_transaction(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"), [],
-                                     cov(dpkg=("2025-08-21T01:02:11", "2026-11-30T02:00:00")))
+    c = verdicts.package_transaction(Window(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00")),
+                                     Evidence([], cov(dpkg=("2025-08-21T01:02:11", "2026-11-30T02:00:00"))))
     assert c.verdict == "excluded" and "dpkg from 2025-08-21T01:02:11Z" in c.reason
 
 
 def test_package_history_starting_inside_the_window_is_undetermined():
-    c = verdicts.package_transaction(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"), [],
-                                     cov(dpkg=("2026-07-20T00:00:00", "2026-11-30T02:00:00")))
+    c = verdicts.package_transaction(Window(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00")),
+                                     Evidence([], cov(dpkg=("2026-07-20T00:00:00", "2026-11-30T02:00:00"))))
     assert c.verdict == "undetermined" and "dpkg holds data from 2026-07-20T00:00:00Z only" in c.gaps[0]
 
 
 def test_single_boot_spanning_the_window_excludes_reboot_and_a_boot_inside_confirms_it():
-    window = (T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"))
-    c = verdicts.reboot(*window, [], cov(boot=("2025-12-25T00:12:44", "2026-11-30T02:00:00")))
+    window = Window(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"))
+    c = verdicts.reboot(window, Evidence(coverage=cov(boot=("2025-12-25T00:12:44", "2026-11-30T02:00:00"))))
     assert c.verdict == "excluded" and "single boot spans" in c.reason
-    c = verdicts.reboot(*window, [], cov(boot=("2026-07-20T00:00:00", "2026-11-30T02:00:00")))
+    c = verdicts.reboot(window, Evidence(coverage=cov(boot=("2026-07-20T00:00:00", "2026-11-30T02:00:00"))))
     assert c.verdict == "confirmed" and c.at == T("2026-07-20T00:00:00")
 
 
@@ -94,7 +97,7 @@ def test_nvml_error_opens_incident_from_last_healthy_marker_and_repeats_do_not()
     healthy = Event(T("2026-09-02T04:04:58"), "journal", "journal.healthy", "ready", {"pod": "ml/trainer-0"})
     errs = [Event(T(f"2026-09-02T04:05:{s}"), "journal", "journal.nvml-error", "NVML",
                   {"pod": "ml/trainer-0", "message": "Failed to initialize NVML: Unknown Error"}) for s in (27, 37)]
-    incs = incidents_from([], [healthy] + errs, {})
+    incs = incidents_from(Signs(events=[healthy] + errs))
     assert len(incs) == 1
     assert (incs[0].start, incs[0].end) == (T("2026-09-02T04:04:58"), T("2026-09-02T04:05:27"))
 
@@ -104,7 +107,8 @@ def test_manifest_incident_and_coverage_of_append_only_logs():
          "collection": {"start": "2026-11-30T02:00:00Z"},
          "artifacts": [{"source": "/var/log/dpkg.log", "status": "collected"}]}
     # dpkg's last line is in June, but the log was still written at collection: it covers the window
-    incs, c = correlate(m, [], [Coverage("dpkg", T("2025-08-21T01:02:11"), T("2026-06-10T21:32:09"), "dpkg.log")], PRE)
+    dpkg = packages.still_written(Coverage("dpkg", T("2025-08-21T01:02:11"), T("2026-06-10T21:32:09"), "dpkg.log"), m)
+    incs, c = correlate(m, [], [dpkg], PRE)
     assert incs[0].label == "july"
     assert {x.kind: x.verdict for x in incs[0].causes}["package-transaction"] == "excluded"
     assert c["dpkg"].end == T("2026-11-30T02:00:00")
@@ -114,20 +118,22 @@ def test_rotations_alone_do_not_cover_up_to_collection():
     m = {"incidents": [{"start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z"}],
          "collection": {"start": "2026-11-30T02:00:00Z"},
          "artifacts": [{"source": "/var/log/dpkg.log", "status": "unreadable"}]}
-    incs, c = correlate(m, [], [Coverage("dpkg", T("2025-08-21T01:02:11"), T("2026-06-10T21:32:09"), "rotations")], PRE)
+    dpkg = packages.still_written(Coverage("dpkg", T("2025-08-21T01:02:11"), T("2026-06-10T21:32:09"), "rotations"), m)
+    incs, c = correlate(m, [], [dpkg], PRE)
     assert c["dpkg"].end == T("2026-06-10T21:32:09")
     assert {x.kind: x.verdict for x in incs[0].causes}["package-transaction"] == "undetermined"
 
 
 def test_first_surviving_entry_of_a_rotated_journal_is_not_a_reboot():
     """The July trap: the journal's oldest boot 'starts' at its first surviving entry."""
-    window = (T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"))
+    window = Window(T("2026-07-11T03:34:00"), T("2026-08-01T15:00:00"))
     first = Event(T("2026-07-16T15:00:05"), "journal", "journal.boot", "boot", {"boot_id": "8c2e4f6a1b3d4e5f9a7c6b5d4e3f2a10"})
-    c = verdicts.reboot(*window, [first], cov(boot=("2025-12-25T00:12:44", "2026-11-30T02:00:00")),
-                        "8c2e4f6a-1b3d-4e5f-9a7c-6b5d4e3f2a10")
+    c = verdicts.reboot(window, Evidence(coverage=cov(boot=("2025-12-25T00:12:44", "2026-11-30T02:00:00")),
+                                         node={"boot_id": "8c2e4f6a-1b3d-4e5f-9a7c-6b5d4e3f2a10"}, boots=[first]))
     assert c.verdict == "excluded"
     second = Event(T("2026-07-20T00:00:00"), "journal", "journal.boot", "boot", {"boot_id": "aa"})
-    c = verdicts.reboot(*window, [first, second], cov(journal=("2026-07-16T15:00:05", "2026-11-30T02:00:00")))
+    c = verdicts.reboot(window, Evidence(coverage=cov(journal=("2026-07-16T15:00:05", "2026-11-30T02:00:00")),
+                                         boots=[first, second]))
     assert c.verdict == "confirmed" and c.at == T("2026-07-20T00:00:00")
 
 
@@ -140,7 +146,7 @@ def test_container_log_error_opens_incident_from_its_last_clean_line():
           _c("container.log-healthy", "2026-09-02T04:05:12", pod="trainer-0", namespace="ml"),
           _c("container.log-error", "2026-09-02T04:05:21", pod="trainer-0", namespace="ml",
              message="Failed to initialize NVML: Unknown Error")]
-    incs = incidents_from([], ev, {})
+    incs = incidents_from(Signs(events=ev))
     assert [(i.start, i.end, i.origin) for i in incs] == [(T("2026-09-02T04:05:12"), T("2026-09-02T04:05:21"), "containers")]
 
 
@@ -148,15 +154,15 @@ def test_broken_container_is_absorbed_by_a_tighter_incident_already_open():
     m = [{"start": "2026-07-11T03:34:00Z", "end": "2026-08-01T15:00:00Z", "label": "july"}]
     ev = [_c("container.created", "2026-01-05T00:00:00", id="dp1", pod="nvidia-device-plugin-x", namespace="kube-system")]
     broken = [{"id": "dp1", "pod": "nvidia-device-plugin-x", "namespace": "kube-system", "reason": "cgroup denies 195:*"}]
-    incs = incidents_from(m, ev, {}, broken, T("2026-11-30T02:00:00"))
+    incs = incidents_from(Signs(m, ev, broken=broken, collected_at=T("2026-11-30T02:00:00")))
     assert len(incs) == 1 and incs[0].label == "july"
     assert any("nvidia-device-plugin-x" in n for n in incs[0].notes)
 
 
 def test_reload_found_in_a_window_the_journal_only_partly_covers_says_it_may_not_be_the_first():
     ev = [reload("2026-09-02T04:05:13", 48211, "systemctl", "snapd.service")]
-    c = verdicts.daemon_reload(T("2026-01-05T00:00:00"), T("2026-11-30T02:00:00"), ev,
-                               cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE)
+    c = verdicts.daemon_reload(Window(T("2026-01-05T00:00:00"), T("2026-11-30T02:00:00")),
+                               Evidence(ev, cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")), PRE))
     assert c.verdict == "confirmed" and "may not be the first" in c.reason
 
 

@@ -528,7 +528,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """Read the container records back from the bundle (never the host).
 
     Returns a :class:`Reading` with ``facts["containers"]`` = the records (shape in the module
-    docstring; each gets ``"gpu": bool`` from :func:`parse.is_gpu` added) and events, each with ``evidence = {"artifact": record path}``:
+    docstring; each gets ``"gpu": bool`` from :func:`parse.is_gpu` added), with them
+    ``facts["device_plugin_dir"]`` (the kubelet directory ``device_plugin_socket_mount`` is about), and events, each with ``evidence = {"artifact": record path}``:
 
     - ``container.created`` at the runc ``created`` time: attrs ``id, pod, namespace,
       container_name, gpu``;
@@ -545,6 +546,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         rec = dict(rec)
         rec["gpu"] = cp.is_gpu(rec)
         reading.facts.setdefault("containers", []).append(rec)
+        reading.facts["device_plugin_dir"] = cp.DEVICE_PLUGIN_DIR  # what device_plugin_socket_mount checks
         ev = {"artifact": rel}
         cid, pod = rec.get("id"), rec.get("pod")
         label = f"{rec.get('pod_namespace')}/{pod}" if pod else cid

@@ -30,7 +30,6 @@ from forensics.bundle import Bundle
 from forensics.source import CollectContext, Option, Reading
 from forensics.events import Coverage, Event, NodeFacts
 from forensics.timeutil import iso_z, local_iso
-from forensics.findings import alerts
 from forensics.redact import redact_url
 
 from .promclient import (PromClient, PrometheusError, Unreachable, answered, change_points, coarse_points,
@@ -222,10 +221,15 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     Events: ``metrics.dcgm-last-seen`` (one per GPU whose DCGM metrics stopped before collection; attrs
     ``gpu``, ``uuid``, ``hostname``, ``metric``, ``job``, ``instance``) and ``metrics.capacity-change``
     (attrs ``resource``, ``series`` = capacity|allocatable, ``old``, ``new``, ``last_old_at``).
-    Coverage: ``prometheus`` from the oldest sample held to the query time. Facts: ``metrics``
-    (retention, dcgm_last_seen, capacity_changes, capacity_history, alert_audit, dcgm_exporter_now,
-    errors) and ``metric_incidents`` (``start`` ISO or None, ``end``, ``symptom``, ``detector``,
-    ``evidence``). Returns an empty Reading when the bundle has no ``metrics/index.json``.
+    Coverage: ``prometheus`` from the oldest sample held to the query time. Facts: ``metrics`` =
+    ``{"source", "errors", "dcgm_exporter_now", "retention", "dcgm_last_seen", "capacity_history"
+    ({kind: {"first_sample", "last_sample"}}), "capacity_changes", "resource", "dcgm_targets",
+    "alert_rules"}`` (the last five only when Prometheus answered). ``dcgm_targets``: per exporter
+    target whose DCGM series stopped, ``{"job", "instance", "last_seen": ISO, "up_after": [[ISO, value]]
+    (its ``up`` samples after that), "gpus": [{"uuid", "gpu", "hostname"}], "evidence"}``;
+    ``alert_rules``: ``{"answered": bool, "data": the /api/v1/rules answer's data or None}``. These
+    are facts only: the findings floor opens incidents from them and audits the rules. Returns an
+    empty Reading when the bundle has no ``metrics/index.json``.
     """
     r = Reading()
     try:
@@ -242,7 +246,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     m = {"source": idx.get("source"), "errors": [{"request": e["request"], "purpose": e.get("purpose"),
                                                    "error": e["error"], "artifact": e.get("file")}
                                                   for e in entries if e.get("error")]}
-    r.facts = {"metrics": m, "metric_incidents": []}
+    r.facts = {"metrics": m}
     m["dcgm_exporter_now"] = _dcgm_now(bundle)
     if now is None:
         r.coverage.append(Coverage("prometheus", None, None, f"Prometheus did not answer: {idx.get('aborted')}"))
@@ -258,9 +262,12 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         ret["oldest_sample"] = min(ret["oldest_by_series"].values())
         ret["oldest_sample_basis"] = "first sample of the queried series (the server's /metrics was not read)"
     rules = next((e for e in entries if e["role"] == "rules" and answered(e)), None)
-    m["alert_audit"] = alerts.audit(stored_data(root, rules)) if rules else {"audited": False,
-                                                                       "reason": "the rules answer is missing"}
-    r.facts["metric_incidents"] = _dcgm_incidents(targets) + _capacity_incidents(hist, ret, node)
+    m["alert_rules"] = {"answered": rules is not None, "data": stored_data(root, rules) if rules else None}
+    m["resource"] = RESOURCE
+    m["dcgm_targets"] = [{"job": job, "instance": inst, "last_seen": _iso(t["last_seen"]),
+                          "up_after": [[_iso(at), v] for at, v in t["after"]],
+                          "gpus": [{"uuid": u, "gpu": g, "hostname": h} for u, g, h in t["gpus"]],
+                          "evidence": t["evidence"]} for (job, inst), t in sorted(targets.items())]
     oldest = ret["oldest_sample"]
     r.coverage.append(Coverage("prometheus", _dt(oldest), _dt(now),
                                f"Prometheus retention {ret['storage_retention'] or 'unknown'}: holds data from "
@@ -385,23 +392,6 @@ def _dcgm_read(root, entries, now) -> tuple[list[dict], dict]:
     return out, targets
 
 
-def _dcgm_incidents(targets: dict) -> list[dict]:
-    """DCGM metrics that stopped while the exporter's target stayed up. The window is [the target's
-    last DCGM sample, its first ``up == 1`` scrape after it]: that scrape is the first evidence of
-    absence (the exporter answered, without DCGM metrics). Per target, so a loss that ended with an
-    exporter restart (a new target) is still found."""
-    out = []
-    for (job, inst), t in sorted(targets.items()):
-        ups = [x for x in t["after"] if x[1] == 1]
-        if not ups or not t["gpus"]:
-            continue
-        names = ", ".join(f"GPU {gpu} ({uuid})" for uuid, gpu, _ in t["gpus"])
-        out.append({"start": _iso(t["last_seen"]), "end": _iso(ups[0][0]), "detector": "dcgm-vanished",
-                    "symptom": f"DCGM metrics of {names} on {t['gpus'][0][2]} stopped while dcgm-exporter "
-                               f"target {job} {inst} stayed up (up=1)", "evidence": t["evidence"]})
-    return out
-
-
 def _history(root, entries, kind: str, idx: dict) -> dict:
     """Change points of one capacity series from the stored answers (see promclient.change_points)."""
     step, now = idx.get("coarse_step") or STEP, idx["now"]
@@ -422,42 +412,6 @@ def _history(root, entries, kind: str, idx: dict) -> dict:
     ended = bool(points) and points[-1][0] < now - step
     return {"first_sample": first, "last_sample": {"at": _iso(last[0]), "value": last[1]} if last and ended else None,
             "changes": changes}
-
-
-def _value_at(h: dict, at: str) -> float | None:
-    v = h["first_sample"]["value"] if h["first_sample"] and h["first_sample"]["at"] <= at else None
-    for c in h["changes"]:
-        if c["at"] <= at:
-            v = c["new"]
-    return v
-
-
-def _capacity_incidents(hist: dict, ret: dict, node: NodeFacts) -> list[dict]:
-    """GPU capacity (or allocatable, while capacity stayed positive) falling to 0: the window is [last
-    positive sample, first 0 sample]. Already 0 at the first sample held: the start is unknown."""
-    out = []
-    for kind in CAPACITY:
-        h = hist[kind]
-        drops = [c for c in h["changes"] if c["new"] == 0 and (c["old"] or 0) > 0]
-        for c in drops:
-            cap = _value_at(hist["capacity"], c["at"]) if kind == "allocatable" else None
-            if kind == "allocatable" and not cap:
-                continue
-            extra = f" while capacity stayed {_n(cap)} (device plugin reports the GPUs unhealthy)" if cap else ""
-            out.append({"start": c["last_old_at"], "end": c["at"], "detector": f"{kind}-zero",
-                        "symptom": f"{RESOURCE} {kind} fell from {_n(c['old'])} to 0{extra}",
-                        "evidence": [c["evidence"]] if c["evidence"] else []})
-        f = h["first_sample"]
-        if kind == "capacity" and f and f["value"] == 0:
-            when = local_iso(_dt(f["at"]), node.tz)
-            oldest = ret.get("oldest_sample")
-            at_start = oldest and (_dt(f["at"]) - _dt(oldest)).total_seconds() <= 2 * 3600
-            why = (f"capacity already 0 when retention starts on {when}" if at_start else
-                   f"capacity already 0 at the first sample held for it, {when} (Prometheus holds data from "
-                   f"{local_iso(_dt(oldest), node.tz) if oldest else 'an unknown time'})")
-            out.append({"start": None, "end": f["at"], "detector": "capacity-zero",
-                        "symptom": f"{RESOURCE} {why}", "evidence": [f["evidence"]] if f["evidence"] else []})
-    return out
 
 
 def _dcgm_now(bundle: Bundle) -> dict | None:

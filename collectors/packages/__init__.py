@@ -35,7 +35,7 @@ from forensics.bundle import Bundle
 from forensics.source import CollectContext
 from forensics.events import Coverage, Event, NodeFacts
 from forensics.source import Reading
-from forensics.timeutil import iso_z, localize
+from forensics.timeutil import iso_z, localize, parse_iso
 
 from . import parse as pp
 
@@ -214,7 +214,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``package.transaction`` (one per history.log stanza) and ``package.unattended-run`` (one per
     unattended-upgrades run) events in file order (oldest rotation first), one :class:`Coverage`
     per source (``dpkg``, ``apt``, ``unattended-upgrades``; UTC, ``None`` when the source is
-    missing), facts ``packages_last_change`` (package -> ISO UTC of its last install, upgrade,
+    missing; up to the collection when the current file was collected, :func:`still_written`), facts ``packages_last_change`` (package -> ISO UTC of its last install, upgrade,
     removal or purge in dpkg.log), ``package_event_counts`` and ``packages_with_unit_scripts``,
     and ``problems`` for every unreadable file or line. ``ships_units`` (dpkg: bool; apt: list of
     package names) is ``None`` when the bundle has no ``packages/units.json`` to say. Raises
@@ -235,12 +235,25 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                     name = pp.package_name(a["package"])
                     if name not in last_change or ev.at >= last_change[name]:
                         last_change[name] = ev.at
-        reading.coverage.append(_coverage(bundle, log, files, span, node))
+        reading.coverage.append(still_written(_coverage(bundle, log, files, span, node), bundle.manifest))
         counts[log.source] = span.count
     reading.facts = {"packages_last_change": {k: iso_z(v) for k, v in sorted(last_change.items())},
                      "package_event_counts": counts,
                      "packages_with_unit_scripts": None if units is None else len(units)}
     return reading
+
+
+def still_written(cov: Coverage, manifest: dict) -> Coverage:
+    """``cov`` of a package log extended to the collection's start when the manifest holds a ``collected``
+    record of the log's current file: an append-only log still written then would hold any later line."""
+    path = {log.source: log.path for log in (DPKG, APT, UU)}.get(cov.source)
+    collected = (manifest.get("collection") or {}).get("start")
+    if not (path and cov.start and collected and any(
+            a.get("source") == path and a.get("status") == "collected" for a in manifest.get("artifacts", []))):
+        return cov
+    at = parse_iso(collected)
+    return Coverage(cov.source, cov.start, max(cov.end or at, at),
+                    cov.reason + "; the log was still being written at collection")
 
 
 def _stored(bundle: Bundle, log: _Log) -> list:

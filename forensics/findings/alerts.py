@@ -1,5 +1,7 @@
 """Alert audit: would the cluster's alert rules have fired when a node's GPUs went missing?
 
+Fed by the rules the metrics collector returns (:func:`audit_of` its Reading's facts).
+
 Two failure states matter (../shared/research/formats.md §3-4):
 - **GPU capacity 0**: ``kube_node_status_capacity{resource="nvidia_com_gpu"}`` (or ``allocatable``)
   still exists, with the value 0;
@@ -120,6 +122,19 @@ def audit(rules_data: dict | None) -> dict:
     out["summary"] = _summary(out)
     out["suggested_rules_yaml"] = rules_yaml()
     return out
+
+
+def audit_of(metrics: dict) -> dict | None:
+    """The alert audit of the rules the metrics Reading collected (``facts["metrics"]["alert_rules"]``,
+    collectors/metrics/): :func:`audit` of the stored answer's data; ``{"audited": False, "reason"}``
+    when Prometheus answered other calls but not the rules one; ``None`` when no rules were asked for
+    (no Prometheus answer at all, or only a dcgm-exporter scrape)."""
+    rules = (metrics or {}).get("alert_rules")
+    if rules is None:
+        return None
+    if not rules.get("answered"):
+        return {"audited": False, "reason": "the rules answer is missing"}
+    return audit(rules.get("data"))
 
 
 def _summary(a: dict) -> str:

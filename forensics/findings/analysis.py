@@ -1,26 +1,28 @@
-"""Analysis: read a bundle into events, correlate, and build the ``gpu-forensics/analysis/v1`` JSON.
+"""Analysis: from the collectors' readings of a bundle, correlate and build the
+``gpu-forensics/analysis/v1`` JSON.
 
-Reads only the bundle (never the live host), so ``analyze`` gives the same report on a laptop a
-week later. The dict returned by :func:`analyze` is the contract of ../shared/DESIGN.md "Analysis
-JSON"; reports render it and compute nothing of their own.
+:func:`build` takes what :func:`forensics.ops.pipeline.read_all` returns (the
+:class:`~forensics.source.Readings` of every collector) and the bundle (its manifest and artifact records), never the live host, so the same
+bundle gives the same report on a laptop a week later (``forensics.ops.pipeline.analyze(bundle)`` does
+both). The dict returned is the contract of ../shared/DESIGN.md "Analysis JSON"; reports render it and
+compute nothing of their own.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 from bisect import insort
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from operator import attrgetter
 
 from ..artifact import Status
 from ..bundle import Bundle
+from . import alerts
 from .correlator import correlate, window_text
 from ..events import KINDS, Event
-from ..source import Reading
+from ..source import Readings
 from ..timeutil import human, iso_z, local_iso, parse_iso, within
-from .verdicts import describe_requester
+from .verdicts import TITLES, describe_requester
 
 SCHEMA = "gpu-forensics/analysis/v1"
 #: an event this much later than the collection's end is dated by a clock set into the future
@@ -29,33 +31,6 @@ AFTER_COLLECTION = timedelta(minutes=5)
 BEFORE_BOOT = timedelta(seconds=60)
 _AT = attrgetter("at")
 _CURSOR_BOOT = re.compile(r"(?:^|;)b=([0-9a-fA-F-]{32,36})(?:;|$)")
-
-
-def read_all(bundle: Bundle):
-    """Run every collector's ``read`` over the bundle. Returns ``(node facts, events sorted by time,
-    coverage list, merged facts, problems)``; the events carry the clock flags of
-    :func:`flag_clock_problems`. A collector that raises becomes a problem, not a crash."""
-    from collectors import COLLECTORS, node as node_collector
-
-    nf = node_collector.facts(bundle)
-    events: list[Event] = []
-    coverage, facts, problems = [], {}, []
-    for mod in COLLECTORS:
-        name = mod.__name__.rsplit(".", 1)[-1]
-        try:
-            r: Reading = mod.read(bundle, nf)
-        except Exception as e:  # keep the other sources' evidence
-            problems.append({"artifact": name, "message": f"reading failed: {type(e).__name__}: {e}"})
-            continue
-        events.extend(r.events)
-        coverage.extend(r.coverage)
-        facts.update(r.facts)
-        problems.extend(r.problems)
-    if not nf.systemd_version and facts.get("systemd_version"):
-        nf.systemd_version = facts["systemd_version"]
-    events.sort(key=_AT)
-    flag_clock_problems(events, nf, bundle.manifest.get("collection"))
-    return nf, events, coverage, facts, problems
 
 
 def _flag(e: Event, flag: str) -> None:
@@ -114,8 +89,7 @@ def verdict_sentence(inc, cause, tz) -> str:
     """One sentence per verdict for the top of the report: what, when (node time and UTC), by whom,
     how sure and why."""
     when = human(cause.at, tz)
-    name = {"daemon-reload": "a systemd daemon-reload", "package-transaction": "a package transaction",
-            "reboot": "a reboot"}.get(cause.kind, cause.kind)
+    name = TITLES.get(cause.kind, cause.kind)
     head = f"Incident {inc.id} ({inc.label or window_text(inc)}): "
     if cause.verdict == "confirmed":
         if cause.kind == "daemon-reload":
@@ -150,42 +124,26 @@ def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[list[dict
     return out, omitted
 
 
-@contextmanager
-def _no_cycle_collection():
-    """Reading a bundle builds about ten small objects per log line (an Event, its attrs and evidence
-    dicts, ...), a million on a busy node, and none of them in a reference cycle: reference counting
-    frees them. Python's cycle collector would still walk every one of them each time the heap grows
-    by a quarter (0.7 s of 5 s on the L benchmark bundle, finding nothing), so it is paused meanwhile."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def analyze(bundle: Bundle, full_timeline: bool = False) -> dict:
-    """Build the analysis dict for ``bundle`` (schema ``gpu-forensics/analysis/v1``).
+def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> dict:
+    """Build the analysis dict (schema ``gpu-forensics/analysis/v1``) from every collector's readings
+    of ``bundle`` (flagging the events' clock problems in place first, :func:`flag_clock_problems`).
 
     ``timeline[]`` holds every event except those of context kinds (:attr:`forensics.events.Kind.context`)
     far from any incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all."""
-    with _no_cycle_collection():
-        return _analyze(bundle, full_timeline)
-
-
-def _analyze(bundle: Bundle, full_timeline: bool) -> dict:
-    nf, events, coverage, facts, problems = read_all(bundle)
+    nf, events, coverage, facts, problems = (readings.node, readings.events, readings.coverage, readings.facts,
+                                             readings.problems)
+    flag_clock_problems(events, nf, bundle.manifest.get("collection"))
     m = bundle.manifest
     preconditions = {"systemd_cgroup": (facts.get("preconditions") or {}).get("systemd_cgroup"),
                      "gpu_outside_spec": None}
     if facts.get("runtime") or facts.get("containers"):
         from forensics.redact import ENV_ALLOW
-        from .exposure import assess, device_plugin_settings
+        from . import exposure
+        from .device_plugin import device_plugin_settings
         containers = facts.get("containers") or []
         try:
-            dp = device_plugin_settings(containers, ENV_ALLOW.match)
-            facts["exposure"] = {**assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
+            dp = device_plugin_settings(containers, ENV_ALLOW.match, facts.get("device_plugin_dir"))
+            facts["exposure"] = {**exposure.assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
             facts["exposure"] = {"assessed": False, "reason": f"the assessment failed ({type(e).__name__}: {e})",
@@ -193,7 +151,7 @@ def _analyze(bundle: Bundle, full_timeline: bool) -> dict:
                                  "device_list_strategy": None, "pass_device_specs": None, "containers": []}
         preconditions["gpu_outside_spec"] = facts["exposure"].get("gpu_outside_spec")
     broken = [r for r in (facts.get("exposure") or {}).get("containers", []) if r.get("broken")]
-    incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metric_incidents"))
+    incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz)
     tz = nf.tz
     for inc in incidents:  # into the sorted events, after those of the same time
         insort(events, Event(inc.start, "incident", "incident.start", f"{inc.id} last known good",
@@ -245,6 +203,7 @@ def _metrics_summary(m: dict | None) -> dict:
     changes and the alert audit (with the suggested rules). ``{"collected": False}`` without metrics."""
     if not m:
         return {"collected": False}
+    m = {**m, "alert_audit": alerts.audit_of(m)}
     keep = ("source", "retention", "dcgm_last_seen", "capacity_changes", "alert_audit", "dcgm_exporter_now", "errors")
     return {"collected": True, **{k: m.get(k) for k in keep}}
 

@@ -6,132 +6,25 @@ systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``
 outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
 GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240.
 
-Inputs are plain dicts: ``runtime`` from collectors/runtime_config.py (``Reading.facts["runtime"]``)
-and container records from collectors/containers/. Nothing here reads the host or the bundle.
+Inputs are plain dicts: ``runtime`` from collectors/runtime_config.py (``Reading.facts["runtime"]``),
+container records from collectors/containers/ and the device plugin's settings
+(:mod:`forensics.findings.device_plugin`); the remedies are in :mod:`forensics.findings.remedies`.
+Nothing here reads the host or the bundle.
 """
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
-
-from collectors.containers.parse import DEVICE_PLUGIN_DIR
 
 from ..redact import is_redacted
 from ..timeutil import parse_iso
+from .device_plugin import plugin_notes
+from .remedies import driver_root_trap, remedies
 
-PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
-NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
 CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
-SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers/)
-_CTYPE = "io.kubernetes.cri.container-type"
-
-
-def _nvidia_or_cuda(name: str) -> bool:
-    return name.startswith(("NVIDIA_", "CUDA_"))
-
-
-def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda) -> dict | None:
-    """Find the NVIDIA (or HAMi) device plugin among container records (by image, container name or pod
-    name) and read its settings from its env (k8s-device-plugin cmd/nvidia-device-plugin/main.go).
-
-    A name is no proof (a tenant pod can be called ``nvidia-device-plugin-x``), so a candidate is trusted
-    only when its record's ``device_plugin_socket_mount`` is true: it mounts the host's
-    /var/lib/kubelet/device-plugins, where a real plugin registers with the kubelet, and which a tenant pod
-    normally cannot mount (hostPath). Candidates with the mount are preferred; when there are candidates
-    but none has it, no env is trusted and every setting is ``None`` (unknown). A record without the field
-    (a bundle from an older version) is taken as before, with a basis saying the mount was not checked.
-
-    ``kept(name)`` says whether the container record's env keeps a variable of that name (the
-    collector's allowlist, e.g. ``forensics.redact.ENV_ALLOW.match``): a kept name that is absent was
-    not set, so the plugin's default applies; a name the allowlist drops is unknown when absent.
-
-    Returns ``None`` when no plugin container is found, else ``{"id", "pod", "image",
-    "device_list_strategy": [str]|None, "pass_device_specs": bool|None, "driver_root": str|None,
-    "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path", "socket_mount":
-    True|False|None (None: not checked), "ignored": ["ns/pod (container)"], "basis": {key: str}}``;
-    ``basis["device_plugin"]`` says why the container was (or no container was) trusted, and ``id``,
-    ``pod`` and ``image`` are ``None`` when none was. A redacted value is ``None`` (unknown). Flags given on
-    the command line are not in the record.
-    """
-    found = []
-    for c in containers:
-        name = (c.get("container_name") or "").lower()
-        text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
-        if any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN):
-            found.append(c)
-    if not found:
-        return None
-    mounted, unchecked, ignored = [], [], []
-    for c in found:
-        (mounted if c.get(SOCKET_MOUNT) is True else unchecked if SOCKET_MOUNT not in c else ignored).append(c)
-    # a pod's sandbox (pause) container carries the pod's name but never runs the plugin: not worth naming
-    shown = [_label(c) for c in ignored if (c.get("annotations") or {}).get(_CTYPE) != "sandbox"]
-    if not (mounted or unchecked):  # named like the plugin, but none mounts the kubelet's socket directory
-        why = (f"no container named like the device plugin ({_names(shown or [_label(c) for c in ignored])}) "
-               f"mounts {DEVICE_PLUGIN_DIR}, where a real plugin registers with the kubelet, so its settings are "
-               "not trusted (a tenant pod could carry the name)")
-        out = {"id": None, "pod": None, "image": None, "socket_mount": False, "ignored": shown,
-               "basis": {"device_plugin": why}}
-        for key, var, _, _ in _plugin_settings():
-            out[key] = None
-            out["basis"][var] = f"unknown: {why}"
-        return out
-    c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
-    env = c.get("env") or {}
-    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"),
-           "socket_mount": True if mounted else None, "ignored": shown, "basis": {}}
-    if mounted:
-        out["basis"]["device_plugin"] = (f"{_label(c)} mounts {DEVICE_PLUGIN_DIR}, where the device plugin "
-                                         "registers with the kubelet" + (
-                                             f"; named like the plugin but without that mount, so not taken as "
-                                             f"it: {_names(shown)}" if shown else ""))
-    else:
-        out["basis"]["device_plugin"] = (f"{_label(c)} is taken as the device plugin by its name alone: its "
-                                         f"record predates the check of the {DEVICE_PLUGIN_DIR} mount, so the "
-                                         "mount could not be checked")
-
-    def value(key, default, parse):
-        if key not in env and not kept(key):
-            out["basis"][key] = "not kept in the container record's env (allowlist): unknown"
-            return None
-        if key not in env:
-            out["basis"][key] = f"not set; the plugin's default {default!r} applies"
-            return parse(default) if default is not None else None
-        v = env[key]
-        if v is None or is_redacted(v):
-            out["basis"][key] = "redacted in the container record: unknown"
-            return None
-        out["basis"][key] = f"{key}={v} in the container's env"
-        return parse(str(v))
-
-    for key, var, default, parse in _plugin_settings():
-        out[key] = value(var, default, parse)
-    return out
-
-
-def _plugin_settings() -> tuple:
-    """``(key, env name, the plugin's default or None, parse)`` for each setting read from the plugin's env
-    (k8s-device-plugin cmd/nvidia-device-plugin/main.go flags and their env names)."""
-    return (("device_list_strategy", "DEVICE_LIST_STRATEGY", "envvar", _strategy_list),
-            ("pass_device_specs", "PASS_DEVICE_SPECS", "false", _parse_bool),
-            ("driver_root", "NVIDIA_DRIVER_ROOT", "/", str), ("dev_root", "NVIDIA_DEV_ROOT", None, str),
-            ("device_id_strategy", "DEVICE_ID_STRATEGY", "uuid", str),
-            ("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/", str),
-            ("nvidia_ctk_path", "NVIDIA_CTK_PATH", None, str))
-
-
-def _label(c: dict) -> str:
-    """``ns/pod (container)`` of a container record, or its id."""
-    pod = f"{c.get('pod_namespace') or '?'}/{c.get('pod')}" if c.get("pod") else str(c.get("id"))
-    return f"{pod} ({c['container_name']})" if c.get("container_name") else pod
-
-
-def _names(labels: list[str], most: int = 3) -> str:
-    return ", ".join(labels[:most]) + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
 def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) -> dict:
@@ -139,7 +32,8 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
 
     ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config.py (``{}`` when absent);
     ``containers``: container records of collectors/containers/; ``device_plugin``: the dict of
-    :func:`device_plugin_settings` or ``None``. Returns ``{"assessed": True, "systemd_cgroup",
+    :func:`forensics.findings.device_plugin.device_plugin_settings` or ``None``. Returns ``{"assessed": True,
+    "systemd_cgroup",
     "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
     "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",
     "namespace", "container_name", "gpu_injection": spec|cdi|hook|none, "at_risk", "broken", "probe",
@@ -163,27 +57,16 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     gpu = [r for r in rows if r["gpu_injection"] != "none"]
     out = {"assessed": True, **node,
            "gpu_outside_spec": any(r["gpu_injection"] == "hook" for r in gpu) if gpu else None,
-           "containers": rows, "notes": _plugin_notes(dp) + list(ctx.notes)}
-    trap = _driver_root_trap(runtime, dp)
+           "containers": rows, "notes": plugin_notes(dp) + list(ctx.notes)}
+    trap = driver_root_trap(runtime, dp)
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
     out["new_pods_exposed"] = (node["systemd_cgroup"] is True and runtime.get("nvidia_runtime") is not None
                                and node["nvidia_runtime_mode_resolved"] in (None, "legacy")
                                and node["pass_device_specs"] is not True and "cdi-cri" not in strategy)
-    out["remedies"] = _remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
+    out["remedies"] = remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
     out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
     return out
-
-
-def _plugin_notes(dp: dict) -> list[str]:
-    """Notes on how far the device plugin's settings are evidence: none when a container with the
-    kubelet's socket directory mounted was taken and no other container was named like it."""
-    basis = (dp.get("basis") or {}).get("device_plugin")
-    if not basis or (dp.get("socket_mount") is True and not dp.get("ignored")):
-        return []
-    if dp.get("socket_mount") is False:
-        return [f"Device plugin settings unknown: {basis}."]
-    return [f"Device plugin: {basis}."]
 
 
 class _Context:
@@ -455,94 +338,6 @@ def _probe_summary(probe: dict, paths: list[str]) -> str:
     return min(vals, key=lambda v: PROBE_ORDER.index(v) if v in PROBE_ORDER else 0.5)
 
 
-def _driver_root_trap(runtime: dict, dp: dict) -> list[str]:
-    """Evidence of the containerised-driver trap: the driver lives under /run/nvidia/driver (nodes in
-    /run/nvidia/driver/dev), /dev/nvidiactl is not on the host, yet CDI specs or the device plugin point at
-    the host's /dev."""
-    root = runtime.get("driver_root")
-    if root in (None, "/") or any(d.get("path") == "/dev/nvidiactl" for d in runtime.get("host_devices") or []):
-        return []
-    out = []
-    for s in (runtime.get("cdi") or {}).get("specs") or []:
-        if str(s.get("kind") or "").startswith("nvidia.com/"):
-            bad = sorted({n.get("hostPath") or n.get("path") for n in s.get("device_nodes") or []
-                          if str(n.get("hostPath") or n.get("path") or "").startswith("/dev/nvidia")})
-            if bad:
-                out.append(f"CDI spec {s.get('source')} points at {', '.join(bad[:3])}")
-    if dp.get("driver_root") not in (None, root):
-        out.append(f"the device plugin has NVIDIA_DRIVER_ROOT={dp['driver_root']}")
-    return out
-
-
-def _remedies(node: dict, runtime: dict, rows: list[dict], ctx: _Context, trap: list[str], future: bool) -> list[dict]:
-    out = []
-    root = node["driver_root"] or "/"
-    hooked = [r for r in rows if r["gpu_injection"] == "hook" and (r["at_risk"] or r["broken"])]
-    strategy = node["device_list_strategy"] or []
-    legacy = node["nvidia_runtime_mode_resolved"] in (None, "legacy")
-    if (hooked and legacy) or future:
-        specs = [s for s in (runtime.get("cdi") or {}).get("specs") or []
-                 if str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")]
-        why = "with CDI the GPU nodes enter linux.devices, so runc hands them to systemd and a reload keeps them"
-        if not specs:
-            out.append({"what": "Generate a CDI spec for the GPUs",
-                        "change": "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml"
-                        + (f" --driver-root={root}" if root != "/" else ""), "why": why})
-        if node["nvidia_runtime_mode"] not in ("cdi", "jit-cdi"):
-            out.append({"what": "Switch nvidia-container-runtime to CDI mode",
-                        "change": "nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi",
-                        "why": f"mode is {node['nvidia_runtime_mode'] or 'unknown'}"
-                               f" ({node['nvidia_runtime_mode_resolved'] or 'unresolved'}); legacy mode injects GPUs"
-                               " with a prestart hook outside the spec"})
-        if node["enable_cdi"] is not True:
-            out.append({"what": "Enable CDI in containerd's CRI plugin", "change": _enable_cdi_snippet(runtime),
-                        "why": "cdi-cri device requests need containerd's CDI support"
-                               " (default off in containerd 1.7, on in 2.x); restart containerd afterwards"})
-        if "cdi-cri" not in strategy:
-            out.append({"what": "Have the device plugin request devices through CDI",
-                        "change": f"helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
-                                  f"--set deviceListStrategy=cdi-cri --set nvidiaDriverRoot={root}"
-                                  f"  (env DEVICE_LIST_STRATEGY=cdi-cri, NVIDIA_DRIVER_ROOT={root})",
-                        "why": f"the strategy is {','.join(strategy) or 'unknown'}; envvar hands GPUs over as "
-                               "NVIDIA_VISIBLE_DEVICES, which keeps them out of the OCI spec"})
-        if node["pass_device_specs"] is not True:
-            out.append({"what": "Or, without CDI: pass the device specs",
-                        "change": "helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
-                                  "--set compatWithCPUManager=true  (env PASS_DEVICE_SPECS=true)",
-                        "why": "the plugin then puts the GPU nodes into the CRI request, so they reach linux.devices;"
-                               " it does not protect pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin"
-                               " itself, dcgm-exporter)"})
-    if any(r["dev_char_missing"] for r in rows):
-        out.append({"what": "Create the /dev/char links for the NVIDIA nodes",
-                    "change": "nvidia-ctk system create-dev-char-symlinks --create-all",
-                    "why": f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing (runc#3708), "
-                           "so a reload revokes GPUs even from spec-injected containers; runc >= 1.1.7 with systemd"
-                           " >= 240 no longer needs the links"})
-    if trap:
-        out.append({"what": "Point the device plugin and the CDI spec at the containerised driver",
-                    "change": f"helm upgrade ... --set nvidiaDriverRoot={root}; nvidia-ctk cdi generate "
-                              f"--driver-root={root} --output=/var/run/cdi/nvidia.yaml",
-                    "why": f"the driver's nodes live under {root}/dev, but {'; '.join(trap)}"})
-    redo = [r for r in rows if r["broken"] or (r in hooked and not legacy)]
-    if redo:
-        out.append({"what": "Recreate the containers that lost their GPU"
-                    + ("" if legacy else " or predate the switch away from legacy mode"),
-                    "change": "; ".join(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
-                                        else f"recreate container {r['id']}" for r in redo),
-                    "why": "device access is only (re)built when the container is created again"})
-    return out
-
-
-def _enable_cdi_snippet(runtime: dict) -> str:
-    v = ((runtime.get("containerd") or {}).get("config_version")) or 2
-    if v >= 3:
-        return ("[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n"
-                "  cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']")
-    return ('[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]'
-            + ("\n# (config version 1: add version = 2 and move the CRI settings to this table first)"
-               if v == 1 else ""))
-
-
 def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str:
     gpu = [r for r in rows if r["gpu_injection"] != "none"]
     broken = [r for r in rows if r["broken"]]
@@ -572,21 +367,6 @@ def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str
     how = "cgroupfs driver" if all(r["cgroup_driver"] == "cgroupfs" for r in gpu) else "devices in the OCI spec"
     return (f"Not exposed: all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} keep their devices across a "
             f"daemon-reload ({how}){later}." + tail)
-
-
-def _strategy_list(v: str) -> list[str]:
-    v = v.strip()
-    if v.startswith("["):
-        try:
-            return [str(x) for x in json.loads(v)]
-        except ValueError:
-            pass
-    return [s.strip() for s in v.split(",") if s.strip()]
-
-
-def _parse_bool(v: str) -> bool | None:
-    """Go's strconv.ParseBool."""
-    return {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}.get(v.strip().lower())
 
 
 def _vtuple(v: str | None) -> tuple[int, ...]:

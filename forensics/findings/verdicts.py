@@ -1,15 +1,28 @@
-"""One verdict rule per cause kind, read like the postmortem (../shared/DESIGN.md "Verdicts").
+"""The cause rules, read like the postmortem (../shared/DESIGN.md "Verdicts"), and their registry.
 
-Each rule gets the incident window ``[start, end]`` (UTC; ``start`` is the last known good, ``end``
-the first known bad), the timeline and the coverage of every source, and returns a :class:`Cause`:
-the verdict (``confirmed | inferred | excluded | undetermined``), the evidence it rests on, the gaps
-that limit it, and one sentence for the reader. A cause is never stated with more certainty than the
-evidence allows.
+Every rule has one signature, ``rule(window, evidence) -> Cause``: the incident :class:`Window`
+(UTC; ``start`` is the last known good, ``end`` the first known bad) and the :class:`Evidence` the
+correlator gathered for it (the events near the window, the coverage of every source, the
+preconditions, the node facts). It returns a :class:`Cause`: the verdict (``confirmed | inferred |
+excluded | undetermined``), the evidence it rests on, the gaps that limit it, and one sentence for the
+reader. A cause is never stated with more certainty than the evidence allows. The correlator weighs
+every rule in :data:`RULES`, in its order, for every incident.
+
+How to add a cause rule:
+
+1. one function here, ``def disk_full(window: Window, ev: Evidence) -> Cause``, whose docstring says
+   what confirmed, inferred, excluded and undetermined mean for that cause, and which returns
+   ``Cause("disk-full", ...)`` (use :func:`cite`, :func:`covers` and :func:`gap_sentence`);
+2. one registry line: ``"disk-full": disk_full`` in :data:`RULES` (and, if the report should name it
+   in words, ``"disk-full": "a full disk"`` in :data:`TITLES`; else it is named by its kind);
+3. one test file, ``tests/test_rule_disk_full.py``, calling the rule with a window and an
+   :class:`Evidence` built from real-looking events and coverage, one test per verdict.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Callable, NamedTuple
 
 from ..events import Coverage, Event
 from ..timeutil import human, iso_z
@@ -36,6 +49,32 @@ class Cause:
     requested_by: dict | None = None
     evidence: list[dict] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+
+
+class Window(NamedTuple):
+    """An incident window, UTC: ``start`` = last known good, ``end`` = first known bad."""
+
+    start: datetime
+    end: datetime
+
+
+@dataclass
+class Evidence:
+    """What a rule weighs for one window.
+
+    ``events``: the timeline's events from :data:`REQUESTER_LOOKBACK` before the window to
+    :data:`REQUESTER_LOOKAHEAD` after it, in time order (the whole timeline when it was not in order);
+    ``coverage``: one :class:`~forensics.events.Coverage` per source name; ``preconditions``: a name
+    (``systemd_cgroup``, ``gpu_outside_spec``) -> True/False/None; ``node``: the manifest's node facts
+    (``boot_id``, ...); ``boots``: every ``journal.boot`` event of the whole timeline (a boot's first
+    entry dates its start only when an earlier boot precedes it).
+    """
+
+    events: list[Event] = field(default_factory=list)
+    coverage: dict[str, Coverage] = field(default_factory=dict)
+    preconditions: dict = field(default_factory=dict)
+    node: dict = field(default_factory=dict)
+    boots: list[Event] = field(default_factory=list)
 
 
 def cite(e: Event) -> dict:
@@ -65,8 +104,7 @@ def gap_sentence(name: str, cov: Coverage | None, start: datetime, end: datetime
     return None
 
 
-def daemon_reload(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage],
-                  preconditions: dict) -> Cause:
+def daemon_reload(window: Window, ev: Evidence) -> Cause:
     """``systemctl daemon-reload`` (or SIGHUP to PID 1) inside the window.
 
     confirmed: a PID-1 reload line in the window, and no precondition is known to fail;
@@ -74,8 +112,9 @@ def daemon_reload(start: datetime, end: datetime, events: list[Event], cov: dict
     excluded: the journal covers the window and holds no reload, or a precondition fails
     (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules);
     undetermined: there is no journal at all.
-    ``preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None.
+    ``ev.preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None.
     """
+    (start, end), events, cov, preconditions = window, ev.events, ev.coverage, ev.preconditions
     j = cov.get("journal")
     failed = [k for k, v in preconditions.items() if v is False]
     unknown = [k for k, v in preconditions.items() if v is None]
@@ -184,12 +223,15 @@ def describe_requester(req: dict | None) -> str:
     return text
 
 
-def package_transaction(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage]) -> Cause:
+def package_transaction(window: Window, ev: Evidence) -> Cause:
     """A package transaction (apt stanza, dpkg action, unattended-upgrades run) inside the window.
 
-    confirmed when dpkg.log or apt history.log shows one; excluded when at least one of them covers
-    the whole window and shows none; undetermined otherwise.
+    confirmed: dpkg.log, apt history.log or the unattended-upgrades log shows one inside it (a
+    dpkg ``startup`` line alone is none); excluded: dpkg.log or history.log covers the whole window
+    and shows none; undetermined: no package log covers it. Never inferred: package logs are the only
+    witness, so without them nothing points either way.
     """
+    (start, end), events, cov = window, ev.events, ev.coverage
     kinds = ("package.transaction", "package.dpkg-action", "package.unattended-run")
     hits = [e for e in events if e.kind in kinds and start <= e.at <= end
             and not (e.kind == "package.dpkg-action" and e.attrs.get("action") == "startup")]
@@ -213,17 +255,19 @@ def package_transaction(start: datetime, end: datetime, events: list[Event], cov
                  "can be neither shown nor ruled out.", gaps=gaps or ["no dpkg or apt history in the bundle"])
 
 
-def reboot(start: datetime, end: datetime, events: list[Event], cov: dict[str, Coverage],
-           running_boot_id: str | None = None) -> Cause:
+def reboot(window: Window, ev: Evidence) -> Cause:
     """A reboot inside the window: a boot whose first entry (journal) or btime (/proc/stat) falls in it.
 
-    excluded when the running boot began before the window and was still running at collection
-    (a single boot spans the window); confirmed when a boot starts inside it. A boot's first entry
-    in the journal is its start only when an earlier boot precedes it in the journal: the oldest boot
-    in a rotated journal began before its first surviving entry, and the running boot
-    (``running_boot_id``, from /proc) is dated by btime instead.
+    confirmed: the running boot's btime, or a new boot's first journal entry, falls inside the window;
+    excluded: the running boot began before the window and was still running at collection (a single
+    boot spans the window), or the journal covers the window and shows no new boot; undetermined:
+    neither the boot time nor the journal covers it. Never inferred. A boot's first entry in the
+    journal is its start only when an earlier boot precedes it in the journal (``ev.boots``): the
+    oldest boot in a rotated journal began before its first surviving entry, and the running boot
+    (``ev.node["boot_id"]``, from /proc) is dated by btime instead.
     """
-    all_boots = [e for e in events if e.kind == "journal.boot"]
+    (start, end), cov, running_boot_id = window, ev.coverage, ev.node.get("boot_id")
+    all_boots = [e for e in ev.boots if e.kind == "journal.boot"]
     norm = lambda b: (b or "").replace("-", "").lower()  # noqa: E731
     boots = [e for i, e in enumerate(all_boots) if i > 0 and start < e.at <= end
              and not (running_boot_id and norm(e.attrs.get("boot_id")) == norm(running_boot_id))]
@@ -244,4 +288,12 @@ def reboot(start: datetime, end: datetime, events: list[Event], cov: dict[str, C
                  gaps=[g for g in [gap_sentence("journal", j, start, end), gap_sentence("boot", b, start, end)] if g])
 
 
-RULES = {"daemon-reload": daemon_reload, "package-transaction": package_transaction, "reboot": reboot}
+#: the cause rules, by the kind of the Cause each returns; the correlator weighs them in this order
+RULES: dict[str, Callable[[Window, Evidence], Cause]] = {
+    "daemon-reload": daemon_reload,
+    "package-transaction": package_transaction,
+    "reboot": reboot,
+}
+#: how the report's verdict sentences name each cause (a kind missing here is named by its kind)
+TITLES = {"daemon-reload": "a systemd daemon-reload", "package-transaction": "a package transaction",
+          "reboot": "a reboot"}

@@ -215,7 +215,7 @@ def _hostname(root: Path) -> str | None:
 
 def cmd_analyze(bundle_path: Path, args) -> int:
     from reports import render
-    from ..findings.analysis import analyze
+    from .pipeline import analyze
     b = Bundle.open(bundle_path)
     a = analyze(b)
     html, md, js = _report_paths(args, bundle_path)
@@ -269,7 +269,7 @@ def _upload(bundle: Path, args) -> int:
 
 def cmd_timeline(args) -> int:
     from reports.timeline import write
-    from ..findings.analysis import analyze
+    from .pipeline import analyze
     write(analyze(Bundle.open(args.bundle), full_timeline=True), args.format, sys.stdout)
     return EXIT_OK
 

@@ -1,6 +1,6 @@
 """``gpu-forensics fleet BUNDLE...``: one exposure report across many nodes' bundles.
 
-Each bundle is opened and analysed on its own (:func:`forensics.findings.analysis.analyze`, the same
+Each bundle is opened and analysed on its own (:func:`forensics.ops.pipeline.analyze`, the same
 ``gpu-forensics/analysis/v1`` dict ``analyze`` writes), in a pool of worker processes, and only a
 small per-node summary (:func:`summarize`, a few kilobytes) comes back, so memory stays flat in the
 number of bundles; a ``.tar.gz`` bundle's temporary directory is removed as soon as its node is done.
@@ -74,7 +74,7 @@ def summarize(path: str | Path) -> dict:
     summary (``{"node", "bundle", "class", "reason", "pool", "settings", "incidents", "triggers",
     ...}``, see :func:`node_summary`) or ``{"bundle", "error"}`` when it is not a readable bundle or
     analysis JSON. Never raises for a bad input."""
-    from ..findings.analysis import analyze
+    from .pipeline import analyze
     if str(path).endswith(".json"):
         return _summarize_json(Path(path))
     try:

@@ -1,0 +1,156 @@
+"""The device plugin's settings, read from its container record: which container is the NVIDIA (or
+HAMi) device plugin, and what its env says about how GPUs reach pods (``DEVICE_LIST_STRATEGY``,
+``PASS_DEVICE_SPECS``, ``NVIDIA_DRIVER_ROOT``, ...; k8s-device-plugin cmd/nvidia-device-plugin/main.go).
+
+Input is the container records of collectors/containers/ (``Reading.facts["containers"]``); the
+exposure assessment (:mod:`forensics.findings.exposure`) weighs what this returns. Nothing here reads
+the host or the bundle.
+"""
+from __future__ import annotations
+
+import json
+
+from ..redact import is_redacted
+
+PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
+NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
+SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers/)
+#: how the basis names the kubelet's device-plugin directory when the reading does not say where it is
+PLUGIN_DIR = "the kubelet's device-plugin directory"
+_CTYPE = "io.kubernetes.cri.container-type"
+
+
+def _nvidia_or_cuda(name: str) -> bool:
+    return name.startswith(("NVIDIA_", "CUDA_"))
+
+
+def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda,
+                           plugin_dir: str | None = None) -> dict | None:
+    """Find the NVIDIA (or HAMi) device plugin among container records (by image, container name or pod
+    name) and read its settings from its env (k8s-device-plugin cmd/nvidia-device-plugin/main.go).
+
+    A name is no proof (a tenant pod can be called ``nvidia-device-plugin-x``), so a candidate is trusted
+    only when its record's ``device_plugin_socket_mount`` is true: it mounts the host's
+    /var/lib/kubelet/device-plugins, where a real plugin registers with the kubelet, and which a tenant pod
+    normally cannot mount (hostPath). Candidates with the mount are preferred; when there are candidates
+    but none has it, no env is trusted and every setting is ``None`` (unknown). A record without the field
+    (a bundle from an older version) is taken as before, with a basis saying the mount was not checked.
+
+    ``plugin_dir`` names that directory in the basis sentences: the containers Reading's
+    ``facts["device_plugin_dir"]`` (collectors/containers/ checks the mount against it); ``None``
+    says :data:`PLUGIN_DIR` instead.
+
+    ``kept(name)`` says whether the container record's env keeps a variable of that name (the
+    collector's allowlist, e.g. ``forensics.redact.ENV_ALLOW.match``): a kept name that is absent was
+    not set, so the plugin's default applies; a name the allowlist drops is unknown when absent.
+
+    Returns ``None`` when no plugin container is found, else ``{"id", "pod", "image",
+    "device_list_strategy": [str]|None, "pass_device_specs": bool|None, "driver_root": str|None,
+    "dev_root", "device_id_strategy", "cdi_annotation_prefix", "nvidia_ctk_path", "socket_mount":
+    True|False|None (None: not checked), "ignored": ["ns/pod (container)"], "basis": {key: str}}``;
+    ``basis["device_plugin"]`` says why the container was (or no container was) trusted, and ``id``,
+    ``pod`` and ``image`` are ``None`` when none was. A redacted value is ``None`` (unknown). Flags given on
+    the command line are not in the record.
+    """
+    plugin_dir = plugin_dir or PLUGIN_DIR
+    found = []
+    for c in containers:
+        name = (c.get("container_name") or "").lower()
+        text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
+        if any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN):
+            found.append(c)
+    if not found:
+        return None
+    mounted, unchecked, ignored = [], [], []
+    for c in found:
+        (mounted if c.get(SOCKET_MOUNT) is True else unchecked if SOCKET_MOUNT not in c else ignored).append(c)
+    # a pod's sandbox (pause) container carries the pod's name but never runs the plugin: not worth naming
+    shown = [_label(c) for c in ignored if (c.get("annotations") or {}).get(_CTYPE) != "sandbox"]
+    if not (mounted or unchecked):  # named like the plugin, but none mounts the kubelet's socket directory
+        why = (f"no container named like the device plugin ({_names(shown or [_label(c) for c in ignored])}) "
+               f"mounts {plugin_dir}, where a real plugin registers with the kubelet, so its settings are "
+               "not trusted (a tenant pod could carry the name)")
+        out = {"id": None, "pod": None, "image": None, "socket_mount": False, "ignored": shown,
+               "basis": {"device_plugin": why}}
+        for key, var, _, _ in _plugin_settings():
+            out[key] = None
+            out["basis"][var] = f"unknown: {why}"
+        return out
+    c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
+    env = c.get("env") or {}
+    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"),
+           "socket_mount": True if mounted else None, "ignored": shown, "basis": {}}
+    if mounted:
+        out["basis"]["device_plugin"] = (f"{_label(c)} mounts {plugin_dir}, where the device plugin "
+                                         "registers with the kubelet" + (
+                                             f"; named like the plugin but without that mount, so not taken as "
+                                             f"it: {_names(shown)}" if shown else ""))
+    else:
+        out["basis"]["device_plugin"] = (f"{_label(c)} is taken as the device plugin by its name alone: its "
+                                         f"record predates the check of the {plugin_dir} mount, so the "
+                                         "mount could not be checked")
+
+    def value(key, default, parse):
+        if key not in env and not kept(key):
+            out["basis"][key] = "not kept in the container record's env (allowlist): unknown"
+            return None
+        if key not in env:
+            out["basis"][key] = f"not set; the plugin's default {default!r} applies"
+            return parse(default) if default is not None else None
+        v = env[key]
+        if v is None or is_redacted(v):
+            out["basis"][key] = "redacted in the container record: unknown"
+            return None
+        out["basis"][key] = f"{key}={v} in the container's env"
+        return parse(str(v))
+
+    for key, var, default, parse in _plugin_settings():
+        out[key] = value(var, default, parse)
+    return out
+
+
+def _plugin_settings() -> tuple:
+    """``(key, env name, the plugin's default or None, parse)`` for each setting read from the plugin's env
+    (k8s-device-plugin cmd/nvidia-device-plugin/main.go flags and their env names)."""
+    return (("device_list_strategy", "DEVICE_LIST_STRATEGY", "envvar", _strategy_list),
+            ("pass_device_specs", "PASS_DEVICE_SPECS", "false", _parse_bool),
+            ("driver_root", "NVIDIA_DRIVER_ROOT", "/", str), ("dev_root", "NVIDIA_DEV_ROOT", None, str),
+            ("device_id_strategy", "DEVICE_ID_STRATEGY", "uuid", str),
+            ("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/", str),
+            ("nvidia_ctk_path", "NVIDIA_CTK_PATH", None, str))
+
+
+def _label(c: dict) -> str:
+    """``ns/pod (container)`` of a container record, or its id."""
+    pod = f"{c.get('pod_namespace') or '?'}/{c.get('pod')}" if c.get("pod") else str(c.get("id"))
+    return f"{pod} ({c['container_name']})" if c.get("container_name") else pod
+
+
+def _names(labels: list[str], most: int = 3) -> str:
+    return ", ".join(labels[:most]) + (f" and {len(labels) - most} more" if len(labels) > most else "")
+
+
+def plugin_notes(dp: dict) -> list[str]:
+    """Notes on how far the device plugin's settings are evidence: none when a container with the
+    kubelet's socket directory mounted was taken and no other container was named like it."""
+    basis = (dp.get("basis") or {}).get("device_plugin")
+    if not basis or (dp.get("socket_mount") is True and not dp.get("ignored")):
+        return []
+    if dp.get("socket_mount") is False:
+        return [f"Device plugin settings unknown: {basis}."]
+    return [f"Device plugin: {basis}."]
+
+
+def _strategy_list(v: str) -> list[str]:
+    v = v.strip()
+    if v.startswith("["):
+        try:
+            return [str(x) for x in json.loads(v)]
+        except ValueError:
+            pass
+    return [s.strip() for s in v.split(",") if s.strip()]
+
+
+def _parse_bool(v: str) -> bool | None:
+    """Go's strconv.ParseBool."""
+    return {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}.get(v.strip().lower())
