@@ -43,7 +43,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypedDict
 
 from .bundle import BundleWriter
 from .events import Coverage, Event, NodeFacts
@@ -190,15 +190,55 @@ class CollectContext:
         return os.path.realpath(self.root) == "/"
 
 
+class Facts(TypedDict, total=False):
+    """The facts a collector's ``read()`` may give (``Reading.facts``), each key with its one producer.
+
+    This is the one list of them: a key not declared here is refused by ``read_all``
+    (``forensics.ops.pipeline``), so that findings never read a fact nobody documented. Add a key here,
+    with its producer and shape, when a collector gives a new one.
+    """
+
+    #: collectors.runtime_config: containerd / toolkit / CDI / OCI-hook settings, /dev and /dev/char, versions
+    runtime: dict
+    #: collectors.runtime_config: ``{"systemd_cgroup": True | False | None}`` (None: unknown)
+    preconditions: dict
+    #: collectors.containers: one record per container (the record.json shape of collectors/containers)
+    containers: list
+    #: collectors.containers: the kubelet directory a real device plugin's socket mount must reach
+    device_plugin_dir: str
+    #: collectors.journal: the systemd version read from the journal, and where it was read
+    systemd_version: str | None
+    systemd_version_basis: str | None
+    #: collectors.journal: ``[{boot_id, first, last}]`` and the first/last entry held (ISO UTC)
+    boots: list
+    journal_first: str | None
+    journal_last: str | None
+    #: collectors.packages: package -> ISO UTC of its last change in dpkg.log; events per log; how many
+    #: packages ship systemd units (None: unknown)
+    packages_last_change: dict
+    package_event_counts: dict
+    packages_with_unit_scripts: int | None
+    #: collectors.node: ``{package: version}`` from dpkg/rpm status
+    package_versions: dict
+    #: collectors.podlogs: per GPU container log, the first error, last healthy and last line
+    podlogs: list
+    #: collectors.metrics: retention, DCGM last-seen, capacity changes, alert rules, series (no judgement)
+    metrics: dict
+    #: collectors.kube: the node, its GPU pods, the device plugin DaemonSets, events (read-only API answers)
+    kube: dict
+
+
+FACT_KEYS = frozenset(Facts.__annotations__)
+
+
 @dataclass
 class Reading:
     """What one collector's ``read()`` returns: events, the coverage of each of its sources, and
-    facts (a dict merged into the analysis, keyed by a name of the collector's own, e.g.
-    ``"containers"``, ``"systemd_version"``)."""
+    facts (:class:`Facts`: only the declared keys, merged into the analysis)."""
 
     events: list[Event] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
-    facts: dict = field(default_factory=dict)
+    facts: Facts = field(default_factory=dict)
     #: problems met while reading stored artifacts: ``{"artifact": REL, "message": str}``
     problems: list[dict] = field(default_factory=list)
 
@@ -213,5 +253,5 @@ class Readings:
     node: NodeFacts
     events: list[Event] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
-    facts: dict = field(default_factory=dict)
+    facts: Facts = field(default_factory=dict)
     problems: list[dict] = field(default_factory=list)

@@ -136,6 +136,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     m = bundle.manifest
     preconditions = {"systemd_cgroup": (facts.get("preconditions") or {}).get("systemd_cgroup"),
                      "gpu_outside_spec": None}
+    exposed = _unassessed("container and runtime evidence not in this bundle")
     if facts.get("runtime") or facts.get("containers"):
         from forensics.redact import ENV_ALLOW
         from . import exposure
@@ -143,14 +144,12 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         containers = facts.get("containers") or []
         try:
             dp = device_plugin_settings(containers, ENV_ALLOW.match, facts.get("device_plugin_dir"))
-            facts["exposure"] = {**exposure.assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
+            exposed = {**exposure.assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
-            facts["exposure"] = {"assessed": False, "reason": f"the assessment failed ({type(e).__name__}: {e})",
-                                 "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
-                                 "device_list_strategy": None, "pass_device_specs": None, "containers": []}
-        preconditions["gpu_outside_spec"] = facts["exposure"].get("gpu_outside_spec")
-    broken = [r for r in (facts.get("exposure") or {}).get("containers", []) if r.get("broken")]
+            exposed = _unassessed(f"the assessment failed ({type(e).__name__}: {e})")
+        preconditions["gpu_outside_spec"] = exposed.get("gpu_outside_spec")
+    broken = [r for r in exposed.get("containers", []) if r.get("broken")]
     incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz)
     tz = nf.tz
     for inc in incidents:  # into the sorted events, after those of the same time
@@ -179,10 +178,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
                                   "start_local": local_iso(inc.start, tz), "end_local": local_iso(inc.end, tz)},
                        "evidence": inc.evidence, "notes": inc.notes,
                        "causes": [_cause_json(c, tz) for c in inc.causes]} for inc in incidents],
-        "exposure": facts.get("exposure") or {
-            "assessed": False, "reason": "container and runtime evidence not in this bundle",
-            "systemd_cgroup": None, "enable_cdi": None, "nvidia_runtime_mode": None,
-            "device_list_strategy": None, "pass_device_specs": None, "containers": []},
+        "exposure": exposed,
         "metrics": _metrics_summary(facts.get("metrics")),
         "kube": _kube_summary(facts.get("kube")),
         "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
@@ -196,6 +192,12 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "timeline": timeline,
         "timeline_omitted": omitted,
     }
+
+
+def _unassessed(reason: str) -> dict:
+    """The ``exposure`` section when the node's exposure could not be assessed: every setting unknown."""
+    return {"assessed": False, "reason": reason, "systemd_cgroup": None, "enable_cdi": None,
+            "nvidia_runtime_mode": None, "device_list_strategy": None, "pass_device_specs": None, "containers": []}
 
 
 def _metrics_summary(m: dict | None) -> dict:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from ..artifact import Artifact, Status
 from ..bundle import Bundle, BundleWriter
 from ..redact import description as redaction_description, redact_argv
-from ..source import CollectContext, Option, Reading, Readings, option_values, recorded_options
+from ..source import FACT_KEYS, CollectContext, Option, Reading, Readings, option_values, recorded_options
 from ..timeutil import iso_z
 
 
@@ -99,7 +99,7 @@ def read_all(bundle: Bundle) -> Readings:
     merge what they give: the events sorted by time (stable: a source's own order is kept for equal
     times), the coverage, the facts (a later collector's key replaces an earlier one's) and the
     problems. A collector that raises becomes a problem (``{"artifact": its name, "message"}``), not a
-    crash. Node facts lacking the systemd version take the one a reading found (``systemd_version``)."""
+    crash, and so is a fact key not declared in :class:`forensics.source.Facts` (left out). Node facts lacking the systemd version take the one a reading found (``systemd_version``)."""
     from collectors import COLLECTORS, node as node_collector
 
     out = Readings(node_collector.facts(bundle))
@@ -112,7 +112,10 @@ def read_all(bundle: Bundle) -> Readings:
             continue
         out.events.extend(r.events)
         out.coverage.extend(r.coverage)
-        out.facts.update(r.facts)
+        for key in r.facts.keys() - FACT_KEYS:  # a fact no one declared is a collector bug, not evidence
+            out.problems.append({"artifact": name, "message": f"reading gave an undeclared fact {key!r}; "
+                                                              "it was left out (declare it in forensics.source.Facts)"})
+        out.facts.update({k: v for k, v in r.facts.items() if k in FACT_KEYS})
         out.problems.extend(r.problems)
     if not out.node.systemd_version and out.facts.get("systemd_version"):
         out.node.systemd_version = out.facts["systemd_version"]
