@@ -146,7 +146,7 @@ def ensure_anchor(name: str, log) -> str | None:
 
 # -- what is run -----------------------------------------------------------------------------------------
 def collector_groups(jdir: Path) -> list[list[tuple[str, str]]]:
-    """The journal match groups the collector uses (collectors.journal.wording.select): PID 1 lines,
+    """The journal match groups the collector uses (collectors.journal.selection.select): PID 1 lines,
     the requester groups (package-manager units, sudo) and the NVML/kubelet groups."""
     from collectors.journal import wording as w
     units = subprocess.run(["journalctl", "-D", str(jdir), "-F", "_SYSTEMD_UNIT"], capture_output=True,

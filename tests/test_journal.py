@@ -21,7 +21,7 @@ from journalbuild import build_journal, export_entry
 from privdrop import run_as_nobody
 
 from collectors import journal
-from collectors.journal import wording
+from collectors.journal import reader, selection
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext
@@ -499,9 +499,9 @@ def test_journalctl_source_selects_the_same_entries(tmp_path):
         tmp_path / "j/system.journal")
     by_reader, by_journalctl = [], []
     with open(f, "rb") as fh:
-        for src, out in ((journal._ReaderSource([fh.fileno()]), by_reader),
-                         (journal._JournalctlSource([shutil.which("journalctl")], [str(f)]), by_journalctl)):
-            sel, boots, first, last = wording.select(src, None, [])
+        for src, out in ((reader._ReaderSource([fh.fileno()]), by_reader),
+                         (reader._JournalctlSource([shutil.which("journalctl")], [str(f)]), by_journalctl)):
+            sel, boots, first, last = selection.select(src, None, [])
             out.append((list(sel.entries()), boots, first["__CURSOR"], last["__CURSOR"]))
     assert by_journalctl == by_reader
     sel = by_reader[0][0]
@@ -531,10 +531,10 @@ def test_chroot_fallback_runs_the_nodes_journalctl(tmp_path):
     assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl",
                             f"--file=/var/log/journal/{MACHINE}/system.journal"]
     assert src.tmpdir == ctx.writer.dir  # journalctl's stderr is kept in the output, not the node's /tmp
-    sel, boots, first, last = wording.select(src, None, [])
+    sel, boots, first, last = selection.select(src, None, [])
     sel = list(sel.entries())
     with open(root / f"var/log/journal/{MACHINE}/system.journal", "rb") as fh:
-        by_reader, boots_by_reader = wording.select(journal._ReaderSource([fh.fileno()]), None, [])[:2]
+        by_reader, boots_by_reader = selection.select(reader._ReaderSource([fh.fileno()]), None, [])[:2]
         assert (sel, boots) == (list(by_reader.entries()), boots_by_reader)
     assert [e["MESSAGE"] for e in sel if "pid1" in e["_GF_SELECTED_BY"]] == [
         SNAPD_CALLER_256, "Reloading..."]
@@ -587,7 +587,7 @@ def test_velociraptor_truncated_files_are_errors(tmp_path, real_inputs):
 # -- memory on big journals (issue 7): selected entries on disk, mapped pages let go ----------------
 def test_spool_keeps_selected_entries_on_disk_not_in_memory(tmp_path):
     import tracemalloc
-    spool = wording.Spool(dir=tmp_path)
+    spool = selection.Spool(dir=tmp_path)
     big = "x" * 5000
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -623,13 +623,13 @@ def test_mapped_pages_are_let_go_during_a_long_pass_and_selection_is_unchanged(t
     path = next((root / "var/log/journal" / MACHINE).iterdir())
     results = {}
     for drop in (False, True):
-        monkeypatch.setattr(journal._Pages, "LIMIT", 64 << 10)
-        monkeypatch.setattr(journal._ReaderSource, "CHECK_EVERY", 16)
+        monkeypatch.setattr(reader._Pages, "LIMIT", 64 << 10)
+        monkeypatch.setattr(reader._ReaderSource, "CHECK_EVERY", 16)
         with open(path, "rb") as fh:
-            src = journal._ReaderSource([fh.fileno()])
+            src = reader._ReaderSource([fh.fileno()])
             if not drop:
                 src.pages.madvise = None  # as where madvise cannot be called: nothing is dropped
-            sel, boots, first, last = wording.select(src, None, [])
+            sel, boots, first, last = selection.select(src, None, [])
             results[drop] = ([(e["__CURSOR"], e["_GF_SELECTED_BY"]) for e in sel.entries()], boots,
                              src.pages.dropped)
             if drop:  # after a drop, only what was touched since is resident: far less than the file
@@ -667,7 +667,7 @@ def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
     assert spans["system.journal"] == (usec(new - 20 * S), usec(new))
     names = sorted(spans)
     fds = [os.open(jdir / n, os.O_RDONLY) for n in names]
-    src = journal._ReaderSource(fds, [(*spans[n], n != "system.journal") for n in names])
+    src = reader._ReaderSource(fds, [(*spans[n], n != "system.journal") for n in names])
     by_name = dict(zip(names, fds))
     rotated = next(n for n in names if n != "system.journal")
     try:
@@ -683,7 +683,7 @@ def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
 
 def _first_cursor(path: Path) -> str:
     with open(path, "rb") as fh:
-        src = journal._ReaderSource([fh.fileno()])
+        src = reader._ReaderSource([fh.fileno()])
         try:
             return src.edge()["__CURSOR"]
         finally:
@@ -741,7 +741,7 @@ def test_files_json_is_written_when_selection_fails(tmp_path, monkeypatch):
     def dies(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(wording, "select", dies)
+    monkeypatch.setattr(selection, "select", dies)
     writer = BundleWriter(tmp_path / "bundle")
     with pytest.raises(MemoryError):
         journal.acquire(CollectContext(root=root, writer=writer, options={"since": None, "journal_dirs": []}))

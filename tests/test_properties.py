@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from collectors.containers import parse as cp
 from forensics import redact
 from collectors import journal, node, packages, podlogs
-from collectors.journal import wording as w
+from collectors.journal import header as jh, wording as w
 from collectors.packages import parse as pp
 from collectors import runtime_config as rc
 from forensics.bundle import Bundle, BundleWriter
@@ -236,10 +236,10 @@ def test_journal_message_classifiers_never_raise(msg, message_id, word):
 
 @given(st.binary(max_size=300), st.integers(0, 1 << 64), ANY_JSON)
 def test_journal_header_and_field_values_never_raise(head, size, value):
-    hdr = w.header(head, size)
-    assert isinstance(w.why_unreadable(OSError(61, "No data available"), hdr, size), str)
+    hdr = jh.header(head, size)
+    assert isinstance(jh.why_unreadable(OSError(61, "No data available"), hdr, size), str)
     assert isinstance(w.text(value), str) and isinstance(w.text({"base64": value}), str)
-    w.iso_usec(value if isinstance(value, int) else None)
+    jh.iso_usec(value if isinstance(value, int) else None)
 
 
 ENTRY = shaped({

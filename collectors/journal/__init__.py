@@ -5,7 +5,17 @@ file descriptors obtained through :mod:`forensics.hostfs`), probing each file al
 ``Reader(path=)`` silently skips a bad file and ``Reader(files=[...])`` fails whole if one is bad
 (../shared/research/formats.md §1.1). Only selected entries are stored, found with journal field
 matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``) and time seeks, never by reading
-every entry's text. What each message means lives in :mod:`collectors.journal.wording`.
+every entry's text. The package's modules, in the order acquisition uses them:
+
+- :mod:`collectors.journal.files`: probing each journal file alone, hashing them;
+- :mod:`collectors.journal.header`: the journal file header, and why libsystemd refused a file;
+- :mod:`collectors.journal.reader`: the sources of entries (libsystemd on the probed files, or the
+  node's journalctl);
+- :mod:`collectors.journal.selection`: the rules that keep entries, and the spool that holds them;
+- :mod:`collectors.journal.wording`: what PID 1's and the units' messages say, and the events the
+  stored entries become (used at acquisition and at reading, so the two never disagree).
+
+This module holds the entry points, :func:`acquire` and :func:`read`, with what they write and read.
 
 Bundle files (all under ``journal/``):
 
@@ -28,28 +38,23 @@ from __future__ import annotations
 
 import base64
 import errno
-import hashlib
 import json
 import os
 import re
-import resource
 import stat
 import subprocess
-import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass
 from datetime import datetime, timezone
-
-from systemd import journal as _sdj
 
 from forensics import hostfs
 from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
-from forensics.artifact import Artifact, Status, errno_name, from_oserror
+from forensics.artifact import Artifact, Status, from_oserror
 from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import from_usec, iso_z, parse_iso
-from . import wording as w
+from . import selection, wording as w
+from .files import METHOD, _File, _final, _hash_all, _probe
+from .reader import _JournalctlSource, _ReaderSource
 
 
 def _since(text: str, _values) -> datetime:
@@ -79,17 +84,7 @@ OPTIONS = [JOURNAL_DIRS, SINCE]
 HOST_DIRS = ("/var/log/journal", "/run/log/journal")
 FILES, ENTRIES, BOOTS, COVERAGE = ("journal/files.json", "journal/entries.jsonl", "journal/boots.json",
                                    "journal/coverage.json")
-METHOD = "journal-reader"
 MACHINE_ID = re.compile(r"[0-9a-f]{32}")
-CHUNK = 2 << 20
-DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
-
-
-@dataclass(frozen=True)
-class _File:
-    source: str  # as the manifest shows it: the host path, or the --journal-dir path
-    root: str    # read under this root with forensics.hostfs
-    path: str
 
 
 def acquire(ctx: CollectContext) -> None:
@@ -138,7 +133,7 @@ def acquire(ctx: CollectContext) -> None:
         ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
 
 
-# -- finding and probing files ---------------------------------------------------------------------
+# -- finding files ---------------------------------------------------------------------------------
 def _is_journal(name: str) -> bool:
     return name.endswith(".journal") or name.endswith(".journal~")
 
@@ -191,372 +186,7 @@ def _find(ctx) -> tuple[list[_File], list[str], bool]:
     return found, dirs, refused
 
 
-def _probe(f: _File):
-    """Hash ``f`` and open it alone. Returns ``(record, open file or None, failed Artifact or None)``."""
-    rec = {"source": f.source, "size": None, "sha256": None, "header": None, "opened": False,
-           "error": None, "errno": None}
-    try:
-        fh = hostfs.open_regular(f.root, f.path)
-    except OSError as e:
-        a = from_oserror(f.source, METHOD, e)
-        try:
-            rec["size"] = os.stat(hostfs.resolve(f.root, f.path)).st_size
-        except OSError:
-            pass
-        rec.update(error=a.message, errno=a.errno)
-        return rec, None, a
-    try:
-        size = os.fstat(fh.fileno()).st_size
-        rec.update(size=size, header=w.header(os.pread(fh.fileno(), 512, 0), size))
-        dup = os.dup(fh.fileno())
-        try:
-            r = _sdj.Reader(files=[dup])  # owns dup from here on
-        except BaseException:
-            os.close(dup)
-            raise
-        with r:
-            r.seek_head()
-            if r._next():
-                r._get_all()
-                rec["first_usec"] = r._get_realtime()
-                r.seek_tail()
-                rec["last_usec"] = r._get_realtime() if r._previous() else None
-        rec["opened"] = True
-        return rec, fh, None
-    except (OSError, ValueError) as e:
-        try:
-            rec["size"], rec["sha256"] = _hash(fh.fileno())
-        except OSError:
-            pass
-        fh.close()
-        code = getattr(e, "errno", None)
-        if code in (errno.EPERM, errno.EACCES):
-            a = from_oserror(f.source, METHOD, e)
-        else:
-            a = Artifact(None, f.source, Status.ERROR, METHOD, errno=code,
-                         message=w.why_unreadable(e, rec["header"], rec["size"]))
-        rec.update(error=a.message, errno=a.errno)
-        return rec, None, a
-
-
-def _final(f: _File, rec: dict) -> bool:
-    """Whether no entry can be added to ``f`` any more: it is archived, or it has a rotated name
-    (``system@...journal``, ``...journal~``; journald and journal-remote only write the file with
-    the plain name)."""
-    name = os.path.basename(f.path)
-    return (rec.get("header") or {}).get("state") == "archived" or "@" in name or name.endswith("~")
-
-
-def _hash(fd: int) -> tuple[int, str]:
-    """``(bytes read, SHA-256 hex)`` of the file open at ``fd``, read with pread (the descriptor's
-    offset is left alone). Raises ``OSError`` when a read fails."""
-    h, off, buf = hashlib.sha256(), 0, bytearray(CHUNK)
-    view = memoryview(buf)
-    while n := os.preadv(fd, [buf], off):
-        h.update(view[:n])
-        off += n
-    return off, h.hexdigest()
-
-
-def _hash_all(records: list[dict], fds: list[int]) -> None:
-    """Set ``size`` and ``sha256`` of each record from its file; a read error is kept in the
-    record's ``hash_error`` (the file's entries were still read)."""
-    for rec, fd in zip(records, fds):
-        try:
-            rec["size"], rec["sha256"] = _hash(fd)
-        except OSError as e:
-            rec["hash_error"] = f"{errno_name(e.errno)}: {e.strerror or e}"
-
-
 # -- reading entries: libsystemd, or the node's own journalctl ---------------------------------------
-def _value(v: bytes):
-    try:
-        return v.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(v).decode()}
-
-
-class _Lazy:
-    """The entry a Reader stands on, read field by field (valid until the Reader moves on)."""
-
-    def __init__(self, r, realtime: int):
-        self.r, self.d = r, {"__REALTIME_TIMESTAMP": realtime}
-
-    def get(self, field_: str, default=None):
-        if field_ not in self.d:
-            try:
-                self.d[field_] = _value(self.r._get(field_))
-            except KeyError:
-                self.d[field_] = None
-        return default if self.d[field_] is None else self.d[field_]
-
-
-class _Pages:
-    """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
-
-    libsystemd maps journal files in 8 MiB windows and keeps up to 64 of them; a pass over most of
-    a big journal touches most of its pages, and every touched page counts in the collector's RSS
-    (about 300 MB on a 1.2 GB journal) although the kernel could drop it at will. When the
-    process's resident file pages (``shared`` in /proc/self/statm, proc(5)) have grown by
-    :data:`LIMIT`, :meth:`check` calls ``madvise(MADV_DONTNEED)`` (madvise(2)) on the mappings of
-    the journal files (found in /proc/self/maps by device and inode): for a read-only shared file
-    mapping this only unmaps the pages from this process; the page cache, the files and libsystemd's
-    view are untouched, and a later read faults the page back in. Does nothing where /proc or
-    madvise cannot be used."""
-
-    LIMIT = 8 << 20
-
-    def __init__(self, fds: list[int]):
-        self.keys = set()
-        for fd in fds:
-            st = os.fstat(fd)
-            self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            self.madvise = libc.madvise
-        except (OSError, AttributeError):
-            self.madvise = None
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        try:
-            self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.statm, self.madvise = None, None
-        self.base = self._resident()
-        self.dropped = 0  #: times the pages were dropped (for the bench and the tests)
-
-    def _resident(self) -> int:
-        if self.statm is None:
-            return 0
-        try:
-            return int(os.pread(self.statm, 128, 0).split()[2]) * self.page
-        except (OSError, ValueError, IndexError):
-            return 0
-
-    def close(self) -> None:
-        if self.statm is not None:
-            os.close(self.statm)
-            self.statm = None
-
-    def check(self, force: bool = False) -> None:
-        """Drop the journal pages when the resident file pages have grown past the limit (or now,
-        with ``force``)."""
-        if self.madvise is None or (not force and self._resident() - self.base < self.LIMIT):
-            return
-        try:
-            with open("/proc/self/maps", "rb") as f:
-                for line in f:
-                    parts = line.split(None, 5)
-                    if len(parts) < 5:
-                        continue
-                    major, _, minor = parts[3].partition(b":")
-                    if (int(major, 16), int(minor, 16), int(parts[4])) in self.keys:
-                        start, _, end = parts[0].partition(b"-")
-                        self.madvise(int(start, 16), int(end, 16) - int(start, 16), 4)  # MADV_DONTNEED
-        except (OSError, ValueError):
-            return
-        self.dropped += 1
-        self.base = self._resident()
-
-
-class _ReaderSource:
-    """Entries through libsystemd, on descriptors of files already probed one by one; the pages
-    it maps are kept in check by :class:`_Pages`."""
-
-    method = METHOD
-    deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
-    CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
-
-    def __init__(self, fds: list[int], spans: list[tuple] | None = None):
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if 3 * len(fds) + 64 > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 3 * len(fds) + 64), hard))
-        self.fds, self.spans = list(fds), spans
-        self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
-        # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
-        # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
-        self.one: dict[int, object] = {}
-        try:
-            for fd in self.fds:
-                self.one[fd] = self._open([fd])
-        except BaseException:
-            self.close()
-            raise
-        self.pages = _Pages(fds)
-
-    @staticmethod
-    def _open(fds: list[int]):
-        dups = [os.dup(fd) for fd in fds]
-        try:
-            r = _sdj.Reader(files=dups)  # owns the dups from here on
-        except BaseException:
-            for d in dups:
-                os.close(d)
-            raise
-        r.data_threshold = DATA_THRESHOLD
-        return r
-
-    def close(self) -> None:
-        for r in (self.all, *self.one.values()):
-            r.close()
-        if hasattr(self, "pages"):
-            self.pages.close()
-
-    def _holding(self, start: int, end: int) -> list[int]:
-        """The files that may hold entries from ``start`` to ``end`` (µs): a final file (see
-        :func:`_final`) by its first and last entry, a file that may still be written from its
-        first entry on; any file whose last entry is older than its first (the clock went back
-        within it: older journald releases and journal-remote append a boot whose clock starts
-        behind to the same file)."""
-        if not self.spans:
-            return self.fds
-        return [fd for fd, (first, last, final) in zip(self.fds, self.spans)
-                if first is None or last is None or first > last or
-                (first <= end and (not final or last >= start))]
-
-    def _entry(self) -> dict:
-        e = {k: [_value(x) for x in v] if isinstance(v, list) else _value(v) for k, v in self.r._get_all().items()}
-        e["__REALTIME_TIMESTAMP"] = self.r._get_realtime()
-        e["__MONOTONIC_TIMESTAMP"] = self.r._get_monotonic()[0]
-        e["__CURSOR"] = self.r._get_cursor()
-        return e
-
-    def _match(self, groups) -> None:
-        r = self.r
-        r.flush_matches()
-        for i, group in enumerate(groups):
-            if i:
-                r.add_disjunction()
-            for field_, value in group:
-                r.add_match(f"{field_}={value}")
-
-    def scan(self, groups, start=None, end=None):
-        """Entries matching any of ``groups`` (each: ``(field, value)`` pairs, same field ORed,
-        different fields ANDed) from ``start`` to ``end`` (µs). Each is a :class:`_Lazy` view that
-        reads a field only when asked: reading every field of every PID 1 line costs about five
-        times as much as reading its MESSAGE.
-
-        Entries come file by file, each file in journal order (nothing that scans depends on the
-        order across files), through the file's own reader: the seeks of a reader over all files
-        touch pages in every file. The pages a pass touched are let go (:class:`_Pages`) before
-        the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
-        self.pages.check(force=True)
-        for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
-            self.r = self.one[fd]
-            try:
-                yield from self._walk(groups, start, end)
-            finally:
-                self.r = self.all
-
-    def _walk(self, groups, start, end):
-        r = self.r
-        self._match(groups)
-        r.seek_realtime(start) if start is not None else r.seek_head()
-        n = 0
-        while r._next():
-            n += 1
-            if n % self.CHECK_EVERY == 0:
-                self.pages.check()
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
-            t = r._get_realtime()
-            if end is not None and t > end:
-                return
-            yield _Lazy(r, t)
-
-    def full(self) -> dict:
-        """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
-        return self._entry()
-
-    def cursor(self) -> str:
-        """The cursor of the entry :meth:`scan` stands on."""
-        return self.r._get_cursor()
-
-    def unique(self, field_: str) -> list[str]:
-        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.all, field_))
-
-    def edge(self, group=(), last=False) -> dict | None:
-        self.pages.check(force=True)
-        self.r = r = self.all
-        self._match([group] if group else [])
-        r.seek_tail() if last else r.seek_head()
-        return self._entry() if (r._previous() if last else r._next()) else None
-
-
-class _JournalctlSource:
-    """Entries through the node's own ``journalctl -o json`` (for files this libsystemd cannot read)."""
-
-    method = "journalctl"
-
-    def __init__(self, argv: list[str], paths: list[str], tmpdir=None):
-        self.base = argv + [f"--file={p}" for p in paths] + ["--no-pager", "--all"]
-        self.tmpdir = tmpdir  #: where journalctl's stderr is kept (the bundle being written; never the node's /tmp)
-
-    def _lines(self, args, first_only=False):
-        with tempfile.TemporaryFile(dir=self.tmpdir) as err:
-            p = subprocess.Popen(self.base + args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
-            try:
-                for line in p.stdout:
-                    yield line
-                    if first_only:
-                        p.kill()
-                        break
-            finally:
-                p.stdout.close()
-                rc = p.wait()
-            if rc not in (0, -9):
-                err.seek(0)
-                raise OSError(f"journalctl exited {rc}: {err.read(500).decode(errors='replace').strip()}")
-
-    def _entry(self, line: bytes) -> dict:
-        e = {}
-        for k, v in json.loads(line).items():
-            if k in ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP"):
-                e[k] = int(v)
-            elif k == "__CURSOR" or not k.startswith("__"):
-                e[k] = self._conv(v)
-        return e
-
-    def _conv(self, v):
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            return {"base64": base64.b64encode(bytes(v)).decode()}
-        return [self._conv(x) for x in v] if isinstance(v, list) else v
-
-    @staticmethod
-    def _matches(groups):
-        out = []
-        for i, group in enumerate(groups):
-            out += (["+"] if i else []) + [f"{f}={v}" for f, v in group]
-        return out
-
-    def scan(self, groups, start=None, end=None):
-        args = ["-o", "json"]
-        args += ["--since", f"@{start // 10**6}.{start % 10**6:06d}"] if start is not None else []
-        args += ["--until", f"@{end // 10**6}.{end % 10**6:06d}"] if end is not None else []
-        for line in self._lines(args + self._matches(groups)):
-            self._last = self._entry(line)
-            yield self._last
-
-    def full(self) -> dict:
-        return self._last
-
-    def cursor(self) -> str:
-        return self._last["__CURSOR"]
-
-    def close(self) -> None:
-        pass
-
-    def unique(self, field_: str) -> list[str]:
-        values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
-        return sorted(v.decode("utf-8", "replace") for v in values if v)
-
-    def edge(self, group=(), last=False) -> dict | None:
-        args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
-        lines = list(self._lines(args, first_only=not last))
-        return self._entry(lines[-1]) if lines else None
-
-
 def _fallback(ctx, files: list[_File]):
     """A journalctl source when no file opened here; records why when there is none."""
     jc = next((p for p in ("/usr/bin/journalctl", "/bin/journalctl") if hostfs.exists(ctx.root, p)), None)
@@ -585,9 +215,9 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
     since = int(since_dt.timestamp() * 1_000_000) if since_dt else None
     problems: list[str] = []
     redact = ctx.redact
-    with w.Spool(dir=getattr(ctx.writer, "dir", None)) as spool:  # in the bundle being written
+    with selection.Spool(dir=getattr(ctx.writer, "dir", None)) as spool:  # in the bundle being written
         try:
-            sel, boots, first, last = w.select(src, since, problems, spool)
+            sel, boots, first, last = selection.select(src, since, problems, spool)
         except (OSError, subprocess.SubprocessError) as e:
             ctx.writer.record(Artifact(None, source, Status.ERROR, src.method,
                                        message=f"reading the journal failed: {e}"))
@@ -597,7 +227,7 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
             for e in sel.entries():
                 out.write(json.dumps(redact_entry(e) if redact else e, sort_keys=True) + "\n")
     ctx.writer.write_json(BOOTS, boots, source=source, method=src.method)
-    ctx.writer.write_json(COVERAGE, {**w.edge_record(first, "first"), **w.edge_record(last, "last"),
+    ctx.writer.write_json(COVERAGE, {**selection.edge_record(first, "first"), **selection.edge_record(last, "last"),
                                      "since": iso_z(since_dt),
                                      "files_found": n_files, "files_read": n_files - n_failed,
                                      "files_failed": n_failed,
@@ -608,9 +238,9 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
 def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
     notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
              "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
-             f"{w.BEFORE_US // 10**6} s before to {w.AFTER_US // 10**6} s after each reload; NVML/CUDA errors and "
-             "healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; first and last entry "
-             "of each boot and of the journal"]
+             f"{selection.BEFORE_US // 10**6} s before to {selection.AFTER_US // 10**6} s after each reload; "
+             "NVML/CUDA errors and healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; "
+             "first and last entry of each boot and of the journal"]
     if since_dt is not None:
         notes.append(f"entries filtered to {iso_z(since_dt)} and later")
     if any("time budget" in p for p in problems):

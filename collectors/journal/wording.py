@@ -1,9 +1,8 @@
-"""What the journal says and which of it matters: the file header, PID 1's reload wordings, unit
-start/stop lines, NVML errors and kubelet probe lines, the rules that select entries, and the events
-the stored entries become. :mod:`collectors.journal` uses it both to select entries at acquisition
-and to read them back, so the two never disagree. Nothing here touches the host or the bundle.
-
-The header layout is ``struct Header`` in systemd src/libsystemd/sd-journal/journal-def.h.
+"""What the journal says: PID 1's reload wordings, unit start/stop lines, NVML errors and kubelet
+probe lines, the units that matter, and the events the stored entries become.
+:mod:`collectors.journal.selection` uses it to select entries at acquisition and
+:mod:`collectors.journal` to read them back, so the two never disagree. Nothing here touches the
+host or the bundle. The journal file header is in :mod:`collectors.journal.header`.
 
 Wordings are from the systemd sources at release tags (../shared/research/cases.md "systemd: the
 manager reload message, by version"): ``log_caller()`` in src/core/dbus-manager.c (v253-v258),
@@ -14,16 +13,9 @@ differ between distributions and versions and are never used.
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
-import os
 import re
-import struct
-import tempfile
-from array import array
 from datetime import datetime
 
-from forensics.artifact import errno_name
 from forensics.events import Coverage, Event
 from forensics.timeutil import from_usec, iso_z, parse_iso
 
@@ -38,12 +30,6 @@ BANNER_RE = re.compile(r"^systemd (\S+) running in system mode(?:\.)?(?: \(|$)")
 RELOAD_LINES = ("Reloading.", "Reloading...")  # main.c: <= 253.1 / 253.2+
 REEXEC_LINE = "Reexecuting."
 
-#: HEADER_INCOMPATIBLE_* bit -> (name, first systemd that writes it)
-INCOMPAT = {0x1: ("XZ", 0), 0x2: ("LZ4", 216), 0x4: ("KEYED_HASH", 246), 0x8: ("ZSTD", 246),
-            0x10: ("COMPACT", 252)}
-COMPAT = {0x1: "SEALED", 0x2: "TAIL_ENTRY_BOOT_ID"}
-STATES = {0: "offline", 1: "online", 2: "archived"}
-BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 PID1 = [[("_PID", "1")], [("SYSLOG_IDENTIFIER", "systemd"), ("SYSLOG_PID", "1")]]  # early boot: via kmsg
 GROUP_SECONDS = 5  # a caller line (or SIGHUP) and the main.c line it causes are this close
 
@@ -163,75 +149,6 @@ def version_from_wording(caller_word: str | None, main_line: str | None) -> tupl
     if main_line == "Reloading.":
         return "<=253.1", "wording: only 'Reloading.' (systemd 253.1 or older)"
     return None
-
-
-# -- the file header ---------------------------------------------------------------------------------
-def header(b: bytes, size: int) -> dict | None:
-    """The header fields that explain a failure, from the first bytes ``b`` of a file of ``size``
-    bytes: signature, flags (int and names), state, sizes, entry count, head/tail time (ISO UTC),
-    ``truncated`` (the header describes more bytes than the file has, or the file ends inside the
-    header itself). ``None`` under 16 bytes."""
-    if len(b) < 16:
-        return None
-    sig, compat, incompat = struct.unpack_from("<8sII", b)
-    hdr = {"signature_ok": sig == b"LPKSHHRH", "compatible_flags": compat, "incompatible_flags": incompat,
-           "compatible": [n for bit, n in COMPAT.items() if compat & bit],
-           "incompatible": [v[0] for bit, v in INCOMPAT.items() if incompat & bit]}
-    if len(b) >= 17:
-        hdr["state"] = STATES.get(b[16], f"unknown ({b[16]})")
-    if len(b) >= 208:
-        hsize, arena = struct.unpack_from("<QQ", b, 88)
-        n_entries, = struct.unpack_from("<Q", b, 152)
-        head_rt, tail_rt = struct.unpack_from("<QQ", b, 184)
-        hdr.update(header_size=hsize, arena_size=arena, n_entries=n_entries,
-                   head_realtime=iso_usec(head_rt), tail_realtime=iso_usec(tail_rt),
-                   truncated=hsize + arena > size)
-    else:
-        hdr["truncated"] = True  # b is the file's start, so the whole file is shorter than its header
-    return hdr
-
-
-def iso_usec(usec: int | None) -> str | None:
-    """µs since the epoch to ISO UTC text; ``None`` for 0, ``None`` or a value out of range."""
-    try:
-        return iso_z(from_usec(usec)) if usec else None
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def libsystemd_version() -> int | None:
-    """The systemd release of the libsystemd this process has loaded (``libsystemd.so.0.N.0`` comes
-    with systemd N+217: 0.35.0 is 252, 0.38.0 is 255), or ``None``."""
-    try:
-        with open("/proc/self/maps") as m:
-            found = re.search(r"libsystemd\.so\.0\.(\d+)\.\d+", m.read())
-        return int(found.group(1)) + 217 if found else None
-    except OSError:
-        return None
-
-
-def why_unreadable(e: Exception, hdr: dict | None, size: int | None) -> str:
-    """One sentence on why libsystemd refused a file: the error, then what the header says
-    (not a journal, truncated, flags from a newer systemd than this reader's libsystemd)."""
-    parts = [f"{errno_name(getattr(e, 'errno', None)) or type(e).__name__}: {getattr(e, 'strerror', None) or e}"]
-    if hdr is None:
-        parts += ["shorter than a journal file header"] if size is not None else []
-    elif not hdr["signature_ok"]:
-        parts.append("not a journal file (the signature is not LPKSHHRH)")
-    else:
-        if hdr.get("truncated") and "header_size" in hdr:
-            parts.append(f"truncated: the header describes {hdr['header_size'] + hdr['arena_size']} bytes "
-                         f"but the file has {size}")
-        elif hdr.get("truncated"):
-            parts.append(f"truncated: the file ends inside its own header, after {size} bytes")
-        lib = libsystemd_version()
-        bits = [1 << i for i in range(32) if hdr["incompatible_flags"] & (1 << i)]
-        newer = [f"{INCOMPAT[b][0]} (systemd >= {INCOMPAT[b][1]})" if b in INCOMPAT else f"unknown flag {b:#x}"
-                 for b in bits if b not in INCOMPAT or (lib is not None and INCOMPAT[b][1] > lib)]
-        if newer:
-            parts.append(f"written by a newer systemd: {', '.join(newer)}; this reader's libsystemd "
-                         f"is from systemd {lib or 'unknown'}")
-    return "; ".join(parts)
 
 
 # -- stored entries to events ---------------------------------------------------------------------
@@ -373,168 +290,3 @@ def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
     except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
         problems.append({"artifact": "journal/coverage.json", "message": f"unusable: {e!r}"})
         return Coverage("journal", None, None, "journal coverage unknown: journal/coverage.json is unusable")
-
-
-# -- which entries are kept --------------------------------------------------------------------
-def _scan_all(scan, problems: list[str], what: str):
-    """Iterate ``scan`` and keep going as far as the files allow: a read error ends it, noted."""
-    try:
-        yield from scan
-    except OSError as e:
-        problems.append(f"{what}: reading stopped early: {e}")
-
-
-def windows(triggers: list[tuple[int, int | None]], since: int | None):
-    """Merge ``[T - 300 s, T + 5 s]`` around each trigger; yields ``(start, end, pids)``."""
-    out: list[list] = []
-    for t, pid in sorted(triggers, key=lambda x: x[0]):
-        start = max(t - BEFORE_US, since or 0, 0)  # boards without an RTC log near 1970
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], t + AFTER_US)
-        else:
-            out.append([start, t + AFTER_US, set()])
-        if pid and pid != 1:
-            out[-1][2].add(pid)
-    return [(s, e, sorted(p)) for s, e, p in out]
-
-
-#: the rules that keep an entry (``_GF_SELECTED_BY``), in the order :func:`select` applies them
-RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage")
-
-
-class Spool:
-    """The entries :func:`select` keeps, on disk: each kept entry is one JSON line appended to an
-    unlinked temporary file in ``dir`` (the bundle being written, so that nothing is written outside
-    the output; ``None``: the system's temporary directory). In memory stay only a 128-bit hash of
-    each cursor (less its sequence numbers, see :meth:`_key`) and four numbers (realtime µs, offset,
-    length, rules), about 130 bytes an entry, so memory hardly grows with what a big journal yields.
-    Raises ``OSError`` when the file cannot be made or written."""
-
-    def __init__(self, dir=None):
-        self.f = tempfile.TemporaryFile(dir=dir)
-        self.slot: dict[int, int] = {}  # cursor hash -> slot in the arrays below
-        self.realtime, self.offset, self.length = array("q"), array("q"), array("q")
-        self.rules = array("q")  # rule numbers (1 + index in RULES) as octal digits, in keep order
-        self.end = 0
-
-    @staticmethod
-    def _key(cursor: str) -> int:
-        # the entry, not one file's copy of it: boot ID, monotonic and realtime µs and the XOR hash of
-        # its data (b=, m=, t=, x=) are the same in every file that holds it, the sequence numbers (s=,
-        # i=) are the writer's (journal-remote numbers what it copies anew). libsystemd's reader over
-        # several files shows such an entry once (sd-journal.c compare_with_location); select reads
-        # file by file
-        ident = ";".join(p for p in cursor.split(";") if p[:2] not in ("s=", "i=")) or cursor
-        return int.from_bytes(hashlib.blake2b(ident.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
-                              "little")
-
-    def keep(self, rule: str, cursor: str, entry) -> None:
-        """Keep the entry at ``cursor`` under ``rule`` (one of :data:`RULES`): ``entry`` is the whole
-        entry (see :meth:`collectors.journal._ReaderSource.full`) or a function that gives it, called
-        only when the entry is not kept yet; an entry already kept only gains the rule."""
-        key = self._key(cursor)
-        if key in self.slot:
-            return self._add(rule, self.slot[key])
-        e = entry() if callable(entry) else entry
-        b = json.dumps(e, sort_keys=True).encode() + b"\n"
-        self.f.write(b)
-        self.slot[key] = len(self.realtime)
-        self.realtime.append(e["__REALTIME_TIMESTAMP"])
-        self.offset.append(self.end)
-        self.length.append(len(b))
-        self.rules.append(RULES.index(rule) + 1)
-        self.end += len(b)
-
-    def _add(self, rule: str, i: int) -> None:
-        code = RULES.index(rule) + 1
-        if code not in self._codes(self.rules[i]):
-            self.rules[i] = self.rules[i] * 8 + code
-
-    @staticmethod
-    def _codes(packed: int) -> list[int]:
-        out = []
-        while packed:
-            packed, c = divmod(packed, 8)
-            out.append(c)
-        return out[::-1]
-
-    def entries(self):
-        """The kept entries in time order (ties: the order they were kept), each a dict with
-        ``_GF_SELECTED_BY``: the rules that kept it, in the order they did."""
-        self.f.flush()
-        fd = self.f.fileno()
-        for i in sorted(range(len(self.realtime)), key=lambda i: (self.realtime[i], i)):
-            e = json.loads(os.pread(fd, self.length[i], self.offset[i]))
-            e["_GF_SELECTED_BY"] = [RULES[c - 1] for c in self._codes(self.rules[i])]
-            yield e
-
-    def close(self) -> None:
-        self.f.close()
-
-    def __enter__(self) -> "Spool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-#: one search for what the NVML pass looks for, so that most lines are passed over with one test
-_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"',))))
-
-
-def select(src, since: int | None, problems: list[str], spool: Spool | None = None):
-    """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``cursor``,
-    ``unique``, ``edge``) from ``since`` (µs or ``None``). Returns ``(kept entries, boots, first
-    entry, last entry)``; the kept entries are ``spool`` (a new :class:`Spool` in the system's
-    temporary directory when ``None``), and each lists the rules that kept it in
-    ``_GF_SELECTED_BY``."""
-    sel = spool if spool is not None else Spool()
-
-    def keep(rule, e=None):
-        sel.keep(rule, e["__CURSOR"] if e else src.cursor(), e or src.full)
-
-    triggers = []
-    for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
-        msg = text(e.get("MESSAGE"))
-        k = manager_line(msg)
-        if k:
-            keep("pid1")
-            if k["kind"] in ("caller", "reload", "reexec", "sighup"):
-                triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
-        elif unit_matters(text(e.get("UNIT"))) and unit_action(msg, text(e.get("MESSAGE_ID"))):
-            keep("unit")
-    for start, end, pids in windows(triggers, since):
-        groups = ([[("_PID", p) for p in pids]] if pids else []) + \
-            [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
-        for e in _scan_all(src.scan(groups, start, end), problems, "requester window"):
-            if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
-                    and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
-                continue
-            keep("requester")
-    units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
-    groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
-    for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
-        msg = text(e.get("MESSAGE"))
-        if not _NVML_PASS.search(msg):
-            continue
-        if nvml_error(msg):
-            keep("nvml")
-        elif healthy_probe(msg):
-            keep("healthy")
-    boots = []
-    for b in src.unique("_BOOT_ID"):
-        first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
-        if first and last:
-            keep("boot", first)
-            keep("boot", last)
-            boots.append({"boot_id": b, **edge_record(first, "first"), **edge_record(last, "last")})
-    first, last = src.edge(), src.edge(last=True)
-    for e in (first, last):
-        if e:
-            keep("coverage", e)
-    return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
-
-
-def edge_record(e: dict | None, name: str) -> dict:
-    t = e["__REALTIME_TIMESTAMP"] if e else None
-    return {f"{name}_usec": t, name: iso_usec(t) if t else None, f"{name}_cursor": e["__CURSOR"] if e else None}

@@ -1,0 +1,313 @@
+"""Reading entries: through libsystemd on the probed files, or through the node's own journalctl.
+
+Both sources offer what :func:`collectors.journal.selection.select` needs: ``scan`` (entries
+matching journal field matches, optionally within a time window), ``full`` and ``cursor`` (of the
+entry a scan stands on), ``unique`` (the values of a field) and ``edge`` (the first or last entry,
+optionally of a match). :class:`_ReaderSource` reads the files :mod:`collectors.journal.files`
+opened, file by file, and keeps the pages libsystemd maps in check (:class:`_Pages`);
+:class:`_JournalctlSource` runs ``journalctl -o json`` (journalctl(1)) for files this process's
+libsystemd cannot read.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import resource
+import subprocess
+import tempfile
+import time
+
+from systemd import journal as _sdj
+
+from .files import METHOD
+
+DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
+
+
+def _value(v: bytes):
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(v).decode()}
+
+
+class _Lazy:
+    """The entry a Reader stands on, read field by field (valid until the Reader moves on)."""
+
+    def __init__(self, r, realtime: int):
+        self.r, self.d = r, {"__REALTIME_TIMESTAMP": realtime}
+
+    def get(self, field_: str, default=None):
+        if field_ not in self.d:
+            try:
+                self.d[field_] = _value(self.r._get(field_))
+            except KeyError:
+                self.d[field_] = None
+        return default if self.d[field_] is None else self.d[field_]
+
+
+class _Pages:
+    """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
+
+    libsystemd maps journal files in 8 MiB windows and keeps up to 64 of them; a pass over most of
+    a big journal touches most of its pages, and every touched page counts in the collector's RSS
+    (about 300 MB on a 1.2 GB journal) although the kernel could drop it at will. When the
+    process's resident file pages (``shared`` in /proc/self/statm, proc(5)) have grown by
+    :data:`LIMIT`, :meth:`check` calls ``madvise(MADV_DONTNEED)`` (madvise(2)) on the mappings of
+    the journal files (found in /proc/self/maps by device and inode): for a read-only shared file
+    mapping this only unmaps the pages from this process; the page cache, the files and libsystemd's
+    view are untouched, and a later read faults the page back in. Does nothing where /proc or
+    madvise cannot be used."""
+
+    LIMIT = 8 << 20
+
+    def __init__(self, fds: list[int]):
+        self.keys = set()
+        for fd in fds:
+            st = os.fstat(fd)
+            self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            self.madvise = libc.madvise
+        except (OSError, AttributeError):
+            self.madvise = None
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        try:
+            self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.statm, self.madvise = None, None
+        self.base = self._resident()
+        self.dropped = 0  #: times the pages were dropped (for the bench and the tests)
+
+    def _resident(self) -> int:
+        if self.statm is None:
+            return 0
+        try:
+            return int(os.pread(self.statm, 128, 0).split()[2]) * self.page
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def close(self) -> None:
+        if self.statm is not None:
+            os.close(self.statm)
+            self.statm = None
+
+    def check(self, force: bool = False) -> None:
+        """Drop the journal pages when the resident file pages have grown past the limit (or now,
+        with ``force``)."""
+        if self.madvise is None or (not force and self._resident() - self.base < self.LIMIT):
+            return
+        try:
+            with open("/proc/self/maps", "rb") as f:
+                for line in f:
+                    parts = line.split(None, 5)
+                    if len(parts) < 5:
+                        continue
+                    major, _, minor = parts[3].partition(b":")
+                    if (int(major, 16), int(minor, 16), int(parts[4])) in self.keys:
+                        start, _, end = parts[0].partition(b"-")
+                        self.madvise(int(start, 16), int(end, 16) - int(start, 16), 4)  # MADV_DONTNEED
+        except (OSError, ValueError):
+            return
+        self.dropped += 1
+        self.base = self._resident()
+
+
+class _ReaderSource:
+    """Entries through libsystemd, on descriptors of files already probed one by one; the pages
+    it maps are kept in check by :class:`_Pages`."""
+
+    method = METHOD
+    deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
+    CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
+
+    def __init__(self, fds: list[int], spans: list[tuple] | None = None):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if 3 * len(fds) + 64 > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 3 * len(fds) + 64), hard))
+        self.fds, self.spans = list(fds), spans
+        self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
+        # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
+        # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
+        self.one: dict[int, object] = {}
+        try:
+            for fd in self.fds:
+                self.one[fd] = self._open([fd])
+        except BaseException:
+            self.close()
+            raise
+        self.pages = _Pages(fds)
+
+    @staticmethod
+    def _open(fds: list[int]):
+        dups = [os.dup(fd) for fd in fds]
+        try:
+            r = _sdj.Reader(files=dups)  # owns the dups from here on
+        except BaseException:
+            for d in dups:
+                os.close(d)
+            raise
+        r.data_threshold = DATA_THRESHOLD
+        return r
+
+    def close(self) -> None:
+        for r in (self.all, *self.one.values()):
+            r.close()
+        if hasattr(self, "pages"):
+            self.pages.close()
+
+    def _holding(self, start: int, end: int) -> list[int]:
+        """The files that may hold entries from ``start`` to ``end`` (µs): a final file (see
+        :func:`collectors.journal.files._final`) by its first and last entry, a file that may still be written from its
+        first entry on; any file whose last entry is older than its first (the clock went back
+        within it: older journald releases and journal-remote append a boot whose clock starts
+        behind to the same file)."""
+        if not self.spans:
+            return self.fds
+        return [fd for fd, (first, last, final) in zip(self.fds, self.spans)
+                if first is None or last is None or first > last or
+                (first <= end and (not final or last >= start))]
+
+    def _entry(self) -> dict:
+        e = {k: [_value(x) for x in v] if isinstance(v, list) else _value(v) for k, v in self.r._get_all().items()}
+        e["__REALTIME_TIMESTAMP"] = self.r._get_realtime()
+        e["__MONOTONIC_TIMESTAMP"] = self.r._get_monotonic()[0]
+        e["__CURSOR"] = self.r._get_cursor()
+        return e
+
+    def _match(self, groups) -> None:
+        r = self.r
+        r.flush_matches()
+        for i, group in enumerate(groups):
+            if i:
+                r.add_disjunction()
+            for field_, value in group:
+                r.add_match(f"{field_}={value}")
+
+    def scan(self, groups, start=None, end=None):
+        """Entries matching any of ``groups`` (each: ``(field, value)`` pairs, same field ORed,
+        different fields ANDed) from ``start`` to ``end`` (µs). Each is a :class:`_Lazy` view that
+        reads a field only when asked: reading every field of every PID 1 line costs about five
+        times as much as reading its MESSAGE.
+
+        Entries come file by file, each file in journal order (nothing that scans depends on the
+        order across files), through the file's own reader: the seeks of a reader over all files
+        touch pages in every file. The pages a pass touched are let go (:class:`_Pages`) before
+        the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
+        self.pages.check(force=True)
+        for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
+            self.r = self.one[fd]
+            try:
+                yield from self._walk(groups, start, end)
+            finally:
+                self.r = self.all
+
+    def _walk(self, groups, start, end):
+        r = self.r
+        self._match(groups)
+        r.seek_realtime(start) if start is not None else r.seek_head()
+        n = 0
+        while r._next():
+            n += 1
+            if n % self.CHECK_EVERY == 0:
+                self.pages.check()
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
+            t = r._get_realtime()
+            if end is not None and t > end:
+                return
+            yield _Lazy(r, t)
+
+    def full(self) -> dict:
+        """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
+        return self._entry()
+
+    def cursor(self) -> str:
+        """The cursor of the entry :meth:`scan` stands on."""
+        return self.r._get_cursor()
+
+    def unique(self, field_: str) -> list[str]:
+        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.all, field_))
+
+    def edge(self, group=(), last=False) -> dict | None:
+        self.pages.check(force=True)
+        self.r = r = self.all
+        self._match([group] if group else [])
+        r.seek_tail() if last else r.seek_head()
+        return self._entry() if (r._previous() if last else r._next()) else None
+
+
+class _JournalctlSource:
+    """Entries through the node's own ``journalctl -o json`` (for files this libsystemd cannot read)."""
+
+    method = "journalctl"
+
+    def __init__(self, argv: list[str], paths: list[str], tmpdir=None):
+        self.base = argv + [f"--file={p}" for p in paths] + ["--no-pager", "--all"]
+        self.tmpdir = tmpdir  #: where journalctl's stderr is kept (the bundle being written; never the node's /tmp)
+
+    def _lines(self, args, first_only=False):
+        with tempfile.TemporaryFile(dir=self.tmpdir) as err:
+            p = subprocess.Popen(self.base + args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+            try:
+                for line in p.stdout:
+                    yield line
+                    if first_only:
+                        p.kill()
+                        break
+            finally:
+                p.stdout.close()
+                rc = p.wait()
+            if rc not in (0, -9):
+                err.seek(0)
+                raise OSError(f"journalctl exited {rc}: {err.read(500).decode(errors='replace').strip()}")
+
+    def _entry(self, line: bytes) -> dict:
+        e = {}
+        for k, v in json.loads(line).items():
+            if k in ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP"):
+                e[k] = int(v)
+            elif k == "__CURSOR" or not k.startswith("__"):
+                e[k] = self._conv(v)
+        return e
+
+    def _conv(self, v):
+        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            return {"base64": base64.b64encode(bytes(v)).decode()}
+        return [self._conv(x) for x in v] if isinstance(v, list) else v
+
+    @staticmethod
+    def _matches(groups):
+        out = []
+        for i, group in enumerate(groups):
+            out += (["+"] if i else []) + [f"{f}={v}" for f, v in group]
+        return out
+
+    def scan(self, groups, start=None, end=None):
+        args = ["-o", "json"]
+        args += ["--since", f"@{start // 10**6}.{start % 10**6:06d}"] if start is not None else []
+        args += ["--until", f"@{end // 10**6}.{end % 10**6:06d}"] if end is not None else []
+        for line in self._lines(args + self._matches(groups)):
+            self._last = self._entry(line)
+            yield self._last
+
+    def full(self) -> dict:
+        return self._last
+
+    def cursor(self) -> str:
+        return self._last["__CURSOR"]
+
+    def close(self) -> None:
+        pass
+
+    def unique(self, field_: str) -> list[str]:
+        values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
+        return sorted(v.decode("utf-8", "replace") for v in values if v)
+
+    def edge(self, group=(), last=False) -> dict | None:
+        args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
+        lines = list(self._lines(args, first_only=not last))
+        return self._entry(lines[-1]) if lines else None

@@ -1,0 +1,189 @@
+"""Which journal entries are kept: the selection rules, run over a reader source, and the spool
+that holds what they keep.
+
+:func:`select` runs the rules of :data:`RULES` over a source of :mod:`collectors.journal.reader`:
+PID 1's manager and unit lines (what they say is in :mod:`collectors.journal.wording`), the
+requester's entries in a window of :data:`BEFORE_US` before to :data:`AFTER_US` after each reload
+(:func:`windows`), NVML/CUDA errors and healthy kubelet probe lines, and the first and last entry
+of each boot and of the journal. The kept entries go to a :class:`Spool` on disk, so memory hardly
+grows with the journal. Nothing here touches the host or the bundle but through the source and the
+spool's file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from array import array
+
+from .header import iso_usec
+from .wording import (NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, manager_line, nvml_error, nvml_unit,
+                      text, unit_action, unit_matters)
+
+BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
+
+
+def _scan_all(scan, problems: list[str], what: str):
+    """Iterate ``scan`` and keep going as far as the files allow: a read error ends it, noted."""
+    try:
+        yield from scan
+    except OSError as e:
+        problems.append(f"{what}: reading stopped early: {e}")
+
+
+def windows(triggers: list[tuple[int, int | None]], since: int | None):
+    """Merge ``[T - 300 s, T + 5 s]`` around each trigger; yields ``(start, end, pids)``."""
+    out: list[list] = []
+    for t, pid in sorted(triggers, key=lambda x: x[0]):
+        start = max(t - BEFORE_US, since or 0, 0)  # boards without an RTC log near 1970
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], t + AFTER_US)
+        else:
+            out.append([start, t + AFTER_US, set()])
+        if pid and pid != 1:
+            out[-1][2].add(pid)
+    return [(s, e, sorted(p)) for s, e, p in out]
+
+
+#: the rules that keep an entry (``_GF_SELECTED_BY``), in the order :func:`select` applies them
+RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage")
+
+
+class Spool:
+    """The entries :func:`select` keeps, on disk: each kept entry is one JSON line appended to an
+    unlinked temporary file in ``dir`` (the bundle being written, so that nothing is written outside
+    the output; ``None``: the system's temporary directory). In memory stay only a 128-bit hash of
+    each cursor (less its sequence numbers, see :meth:`_key`) and four numbers (realtime µs, offset,
+    length, rules), about 130 bytes an entry, so memory hardly grows with what a big journal yields.
+    Raises ``OSError`` when the file cannot be made or written."""
+
+    def __init__(self, dir=None):
+        self.f = tempfile.TemporaryFile(dir=dir)
+        self.slot: dict[int, int] = {}  # cursor hash -> slot in the arrays below
+        self.realtime, self.offset, self.length = array("q"), array("q"), array("q")
+        self.rules = array("q")  # rule numbers (1 + index in RULES) as octal digits, in keep order
+        self.end = 0
+
+    @staticmethod
+    def _key(cursor: str) -> int:
+        # the entry, not one file's copy of it: boot ID, monotonic and realtime µs and the XOR hash of
+        # its data (b=, m=, t=, x=) are the same in every file that holds it, the sequence numbers (s=,
+        # i=) are the writer's (journal-remote numbers what it copies anew). libsystemd's reader over
+        # several files shows such an entry once (sd-journal.c compare_with_location); select reads
+        # file by file
+        ident = ";".join(p for p in cursor.split(";") if p[:2] not in ("s=", "i=")) or cursor
+        return int.from_bytes(hashlib.blake2b(ident.encode("utf-8", "surrogateescape"), digest_size=16).digest(),
+                              "little")
+
+    def keep(self, rule: str, cursor: str, entry) -> None:
+        """Keep the entry at ``cursor`` under ``rule`` (one of :data:`RULES`): ``entry`` is the whole
+        entry (see :meth:`collectors.journal.reader._ReaderSource.full`) or a function that gives it, called
+        only when the entry is not kept yet; an entry already kept only gains the rule."""
+        key = self._key(cursor)
+        if key in self.slot:
+            return self._add(rule, self.slot[key])
+        e = entry() if callable(entry) else entry
+        b = json.dumps(e, sort_keys=True).encode() + b"\n"
+        self.f.write(b)
+        self.slot[key] = len(self.realtime)
+        self.realtime.append(e["__REALTIME_TIMESTAMP"])
+        self.offset.append(self.end)
+        self.length.append(len(b))
+        self.rules.append(RULES.index(rule) + 1)
+        self.end += len(b)
+
+    def _add(self, rule: str, i: int) -> None:
+        code = RULES.index(rule) + 1
+        if code not in self._codes(self.rules[i]):
+            self.rules[i] = self.rules[i] * 8 + code
+
+    @staticmethod
+    def _codes(packed: int) -> list[int]:
+        out = []
+        while packed:
+            packed, c = divmod(packed, 8)
+            out.append(c)
+        return out[::-1]
+
+    def entries(self):
+        """The kept entries in time order (ties: the order they were kept), each a dict with
+        ``_GF_SELECTED_BY``: the rules that kept it, in the order they did."""
+        self.f.flush()
+        fd = self.f.fileno()
+        for i in sorted(range(len(self.realtime)), key=lambda i: (self.realtime[i], i)):
+            e = json.loads(os.pread(fd, self.length[i], self.offset[i]))
+            e["_GF_SELECTED_BY"] = [RULES[c - 1] for c in self._codes(self.rules[i])]
+            yield e
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> "Spool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: one search for what the NVML pass looks for, so that most lines are passed over with one test
+_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"',))))
+
+
+def select(src, since: int | None, problems: list[str], spool: Spool | None = None):
+    """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``cursor``,
+    ``unique``, ``edge``) from ``since`` (µs or ``None``). Returns ``(kept entries, boots, first
+    entry, last entry)``; the kept entries are ``spool`` (a new :class:`Spool` in the system's
+    temporary directory when ``None``), and each lists the rules that kept it in
+    ``_GF_SELECTED_BY``."""
+    sel = spool if spool is not None else Spool()
+
+    def keep(rule, e=None):
+        sel.keep(rule, e["__CURSOR"] if e else src.cursor(), e or src.full)
+
+    triggers = []
+    for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
+        msg = text(e.get("MESSAGE"))
+        k = manager_line(msg)
+        if k:
+            keep("pid1")
+            if k["kind"] in ("caller", "reload", "reexec", "sighup"):
+                triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
+        elif unit_matters(text(e.get("UNIT"))) and unit_action(msg, text(e.get("MESSAGE_ID"))):
+            keep("unit")
+    for start, end, pids in windows(triggers, since):
+        groups = ([[("_PID", p) for p in pids]] if pids else []) + \
+            [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
+        for e in _scan_all(src.scan(groups, start, end), problems, "requester window"):
+            if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
+                    and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
+                continue
+            keep("requester")
+    units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
+    groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
+    for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
+        msg = text(e.get("MESSAGE"))
+        if not _NVML_PASS.search(msg):
+            continue
+        if nvml_error(msg):
+            keep("nvml")
+        elif healthy_probe(msg):
+            keep("healthy")
+    boots = []
+    for b in src.unique("_BOOT_ID"):
+        first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
+        if first and last:
+            keep("boot", first)
+            keep("boot", last)
+            boots.append({"boot_id": b, **edge_record(first, "first"), **edge_record(last, "last")})
+    first, last = src.edge(), src.edge(last=True)
+    for e in (first, last):
+        if e:
+            keep("coverage", e)
+    return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
+
+
+def edge_record(e: dict | None, name: str) -> dict:
+    t = e["__REALTIME_TIMESTAMP"] if e else None
+    return {f"{name}_usec": t, name: iso_usec(t) if t else None, f"{name}_cursor": e["__CURSOR"] if e else None}
