@@ -16,20 +16,20 @@ Bundle layout written by :func:`acquire` (each host file is stored under ``runti
 Formats: containerd docs/cri/config.md (config versions 1, 2, 3) and cmd/containerd/server/config
 (``imports``); NVIDIA/nvidia-container-toolkit api/config/v1 (``config.toml``); CDI SPEC.md 0.3-1.1;
 proc(5) ``/proc/devices``. ../shared/research/formats.md sections 5 and 6 summarise them.
+
+This module holds the entry points, :func:`acquire` and :func:`read`, with what they copy and load;
+the formats are parsed in :mod:`collectors.runtime_config.parse` and the /dev nodes are listed by
+:mod:`collectors.runtime_config.devices`.
 """
 from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import posixpath
 import re
 import shlex
-import stat
 import subprocess
 import tomllib
-
-import yaml
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
@@ -37,6 +37,9 @@ from forensics.bundle import Bundle
 from forensics.events import NodeFacts
 from forensics.redact import redact_toml
 from forensics.source import CollectContext, Reading
+from .devices import device_nodes
+from .parse import (CDI_DIRS, _get, _str_list, cdi_spec, containerd_settings, nvidia_majors, oci_hook_file,
+                    toolkit_settings)
 
 FACTS = "runtime/facts.json"
 FILE_LIMIT = 4 << 20       #: bytes copied of any one config or spec file
@@ -46,16 +49,11 @@ CONTAINERD_CONFIGS = ("/etc/containerd/config.toml",  # k3s and RKE2 keep their 
                       "/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
 TOOLKIT_CONFIGS = ("/etc/nvidia-container-runtime/config.toml",  # GPU Operator's toolkit keeps its own
                    "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml")
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 HOOKS_DIRS = ("/etc/containers/oci/hooks.d", "/usr/share/containers/oci/hooks.d")  #: CRI-O / podman hook files
 DRIVER_ROOT = "/run/nvidia/driver"
-#: where each config version keeps the CRI runtime settings (containerd docs/cri/config.md)
-CRI_TABLES = {3: ("plugins", "io.containerd.cri.v1.runtime"), 2: ("plugins", "io.containerd.grpc.v1.cri"),
-              1: ("plugins", "cri")}
 #: packages whose dpkg version stands for a component's version when it cannot be asked
 PACKAGES = {"runc": ("runc",), "containerd": ("containerd", "containerd.io"),
             "nvidia-container-toolkit": ("nvidia-container-toolkit", "nvidia-container-toolkit-base")}
-JIT_CDI_SINCE = (1, 18, 0)  #: toolkit commit 6149592b "Default to jit-cdi mode in the nvidia runtime"
 NAME = "runtime_config"
 OPTIONS: list = []  #: none
 
@@ -184,49 +182,6 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
     return out
 
 
-def device_nodes(root, dev: str, dev_char: list[str] | None) -> list[dict]:
-    """``/dev/nvidia*`` under ``root`` (and one level inside directories such as /dev/nvidia-caps), by
-    lstat only: ``[{"path", "kind": c|b|dir|symlink|fifo|socket|regular, "major", "minor", "mode",
-    "target", "dev_char": "/dev/char/M:m", "dev_char_exists": bool|None}]``. ``dev_char`` is the
-    listing of /dev/char (``None`` when it could not be listed). Paths are as seen on the host."""
-    out = []
-    try:
-        base = hostfs.resolve(root, dev)
-        names = [n for n in os.listdir(base) if n.startswith("nvidia")]
-    except OSError:
-        return out
-    for name in sorted(names)[:256]:
-        entries = [(f"{dev}/{name}", base / name)]
-        try:
-            if stat.S_ISDIR(os.lstat(base / name).st_mode):
-                entries += [(f"{dev}/{name}/{n}", base / name / n) for n in sorted(os.listdir(base / name))[:256]]
-        except OSError:
-            pass
-        for shown, real in entries:
-            try:
-                st = os.lstat(real)
-            except OSError:
-                continue
-            rec = {"path": shown, "kind": _kind(st.st_mode), "major": None, "minor": None,
-                   "mode": f"{stat.S_IMODE(st.st_mode):04o}", "target": None}
-            if rec["kind"] in ("c", "b"):
-                rec["major"], rec["minor"] = os.major(st.st_rdev), os.minor(st.st_rdev)
-            if rec["kind"] == "symlink":
-                rec["target"] = os.readlink(real)
-            if rec["kind"] == "c":
-                rec["dev_char"] = f"/dev/char/{rec['major']}:{rec['minor']}"
-                rec["dev_char_exists"] = None if dev_char is None else f"{rec['major']}:{rec['minor']}" in dev_char
-            out.append(rec)
-    return out
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISCHR, "c"), (stat.S_ISBLK, "b"), (stat.S_ISDIR, "dir"), (stat.S_ISLNK, "symlink"),
-                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISREG, "regular")):
-        if test(mode):
-            return name
-    return "other"
-
 
 def _versions(ctx: CollectContext) -> dict:
     pv = ctx.node.package_versions or {}
@@ -326,221 +281,6 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     }
     r.facts = {"runtime": runtime, "preconditions": {"systemd_cgroup": runtime["systemd_cgroup"]}}
     return r
-
-
-def containerd_settings(docs: list[dict], containerd_version: str | None = None) -> dict:
-    """Effective CRI settings from containerd config documents in load order (main file first, then its
-    imports; later files override).
-
-    Returns ``{"config_version": 1|2|3, "merge": str, "linux_runtime": str|None, "runtimes": {name:
-    {"runtime_type", "SystemdCgroup": bool, "SystemdCgroup_basis": "config"|"default", "BinaryName"}},
-    "default_runtime", "gpu_runtime",
-    "nvidia_binary", "systemd_cgroup", "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. Imports
-    replace whole ``plugins.<id>`` sections before containerd 2.0 and are deep-merged from 2.0 on
-    (containerd PR #9982). ``docs`` may hold any values (a valid TOML file can still give a table
-    where a string belongs): a value of the wrong type counts as absent. Raises nothing for any
-    non-empty list of dicts; absent keys take containerd's documented defaults.
-    """
-    major = _vtuple(containerd_version)[:1] or None
-    cfgv = max((v if isinstance(v := d.get("version"), int) and not isinstance(v, bool) else 1) for d in docs)
-    deep = (major[0] >= 2) if major else cfgv >= 3
-    merged: dict = {}
-    for d in docs:
-        merged = _merge(merged, d, deep_plugins=deep)
-    cri = _tab(_get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
-    if not cri:
-        cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
-    ctr = _tab(cri.get("containerd"))
-    # the pre-shim-v2 runtime (io.containerd.runtime.v1.linux) takes its binary and cgroup driver elsewhere
-    linux_runtime = _text(_tab(_get(merged, "plugins", "io.containerd.runtime.v1.linux")
-                               or _get(merged, "plugins", "linux")).get("runtime"))
-    handlers = {str(k): _tab(v) for k, v in _tab(ctr.get("runtimes")).items()}
-    default = _text(ctr.get("default_runtime_name"))
-    if not default and _tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
-        default = "default"
-        handlers.setdefault("default", ctr["default_runtime"])
-    default = default or "runc"
-    runtimes = {}
-    for name, rt in handlers.items():
-        opts = _tab(rt.get("options"))
-        v1_shim = rt.get("runtime_type") == "io.containerd.runtime.v1.linux"
-        sc = cri.get("systemd_cgroup") if v1_shim else opts.get("SystemdCgroup")
-        runtimes[name] = {"runtime_type": _text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
-                          "SystemdCgroup_basis": "config" if isinstance(sc, bool) else "default",
-                          "BinaryName": linux_runtime if v1_shim else _text(opts.get("BinaryName"))}
-    runtimes.setdefault(default, {"runtime_type": "io.containerd.runc.v2", "SystemdCgroup": False,
-                                  "SystemdCgroup_basis": "default", "BinaryName": None})
-
-    def is_nvidia(n):
-        return "nvidia" in n or "nvidia-container-runtime" in (runtimes[n]["BinaryName"] or "")
-    gpu = default if is_nvidia(default) else ("nvidia" if "nvidia" in runtimes else
-                                              next((n for n in runtimes if is_nvidia(n)), default))
-    cdi, cdi_basis = (v if isinstance(v := cri.get("enable_cdi"), bool) else None), "config"
-    if cdi is None and major:  # the default moved from false (1.7) to true (2.0); 1.6 has no CDI at all
-        cdi = major[0] >= 2
-        cdi_basis = f"default for containerd {containerd_version}" + (
-            "" if cdi or _vtuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
-    elif cdi is None:
-        cdi = cfgv >= 3
-        cdi_basis = (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
-                     " containerd version unknown)")
-    return {"config_version": cfgv, "merge": "deep" if deep else "plugin sections replaced",
-            "linux_runtime": linux_runtime,
-            "runtimes": runtimes, "default_runtime": default, "gpu_runtime": gpu,
-            "nvidia_binary": runtimes[gpu]["BinaryName"] if is_nvidia(gpu) else None,
-            "systemd_cgroup": runtimes[gpu]["SystemdCgroup"], "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
-            "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
-
-
-def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
-    """nvidia-container-runtime ``config.toml`` → ``{"mode", "mode_basis", "mode_resolved",
-    "resolved_basis", "no_cgroups", "spec_dirs", "accept_envvar_when_unprivileged",
-    "accept_volume_mounts"}``. ``mode = "auto"`` resolves to ``jit-cdi`` from toolkit 1.18.0 and to
-    ``legacy`` before (internal/info/auto.go; CDI-only requests and Tegra still pick cdi/csv per
-    container); ``None`` when the version is unknown. Defaults from api/config/v1/config.go; a value
-    of the wrong type counts as absent. Raises nothing for any dict."""
-    rt = _tab(doc.get("nvidia-container-runtime"))
-    mode = _text(rt.get("mode")) or "auto"
-    out = {"mode": mode, "mode_basis": "config" if _text(rt.get("mode")) else "default (not set)",
-           "mode_resolved": mode, "resolved_basis": "set explicitly"}
-    if mode == "auto":
-        v = _vtuple(toolkit_version)
-        if not v:
-            out["mode_resolved"], out["resolved_basis"] = None, "auto, and the toolkit version is unknown"
-        else:
-            out["mode_resolved"] = "jit-cdi" if v >= JIT_CDI_SINCE else "legacy"
-            since = ">=" if v >= JIT_CDI_SINCE else "<"
-            out["resolved_basis"] = f"auto with toolkit {toolkit_version} ({since} 1.18.0)"
-    out["no_cgroups"] = _tab(doc.get("nvidia-container-cli")).get("no-cgroups") is True
-    out["spec_dirs"] = _str_list(_get(rt, "modes", "cdi", "spec-dirs")) or list(CDI_DIRS)
-    envvar = doc.get("accept-nvidia-visible-devices-envvar-when-unprivileged")
-    out["accept_envvar_when_unprivileged"] = envvar if isinstance(envvar, bool) else True
-    out["accept_volume_mounts"] = doc.get("accept-nvidia-visible-devices-as-volume-mounts") is True
-    return out
-
-
-def cdi_spec(data: bytes, source: str) -> dict:
-    """One CDI spec file (JSON or YAML) → ``{"source", "cdiVersion", "kind", "devices": [name],
-    "device_nodes": [{"device": name|None, "path", "hostPath", "type", "major", "minor"}],
-    "hooks": [{"device", "hookName", "path", "args"}], "problems": [str]}`` (CDI SPEC.md); strings are
-    ``str`` or ``None`` and major/minor ``int`` or ``None``, whatever the file holds. An empty file, bad
-    syntax, nesting too deep to parse, or a spec without cdiVersion / kind / devices gives problems,
-    never an exception."""
-    out = {"source": source, "cdiVersion": None, "kind": None, "devices": [], "device_nodes": [], "hooks": [],
-           "problems": []}
-    try:
-        doc = json.loads(data) if source.endswith(".json") and data.strip() else yaml.safe_load(data)
-    except (ValueError, yaml.YAMLError, RecursionError) as e:
-        out["problems"].append(f"CDI spec {source} cannot be parsed: {type(e).__name__}: {e}"[:500])
-        return out
-    if not isinstance(doc, dict):
-        out["problems"].append(f"CDI spec {source} is " + ("empty" if doc is None else "not a mapping"))
-        return out
-    out["cdiVersion"], out["kind"] = _scalar(doc.get("cdiVersion")), _scalar(doc.get("kind"))
-    edits = [(None, _tab(doc.get("containerEdits")))]
-    for dev in doc.get("devices") if isinstance(doc.get("devices"), list) else []:
-        if isinstance(dev, dict):
-            out["devices"].append(_scalar(dev.get("name")) or "")
-            edits.append((out["devices"][-1], _tab(dev.get("containerEdits"))))
-    for name, e in edits:
-        for n in [n for n in _list(e.get("deviceNodes")) if isinstance(n, dict)]:
-            out["device_nodes"].append({"device": name, "path": _text(n.get("path")),
-                                        "hostPath": _text(n.get("hostPath")), "type": _text(n.get("type")),
-                                        "major": _num(n.get("major")), "minor": _num(n.get("minor"))})
-        for h in [h for h in _list(e.get("hooks")) if isinstance(h, dict)]:
-            out["hooks"].append({"device": name, "hookName": _text(h.get("hookName")), "path": _text(h.get("path")),
-                                 "args": [a for a in _list(h.get("args")) if isinstance(a, str)]})
-    missing = [k for k in ("cdiVersion", "kind") if not doc.get(k)] + ([] if out["devices"] else ["devices"])
-    if missing:
-        out["problems"].append(f"CDI spec {source} is invalid: missing {', '.join(missing)}")
-    return out
-
-
-def oci_hook_file(data: bytes, source: str) -> dict:
-    """A CRI-O / podman hooks.d JSON file (oci-hooks(5), version 1.0.0) → ``{"source", "path": str|None,
-    "args": [str], "stages": [str], "always", "nvidia": bool (the legacy nvidia-container-runtime-hook),
-    "problems": [str]}``. Any bytes are accepted: a file that is not such JSON gives a problem, never
-    an exception."""
-    out = {"source": source, "path": None, "args": [], "stages": [], "always": None, "nvidia": False, "problems": []}
-    try:
-        doc = json.loads(data)
-        hook = doc["hook"]
-        out.update(path=_text(hook.get("path")), args=[a for a in _list(hook.get("args")) if isinstance(a, str)],
-                   stages=[s for s in _list(doc.get("stages")) if isinstance(s, str)],
-                   always=(doc.get("when") or {}).get("always"))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-        out["problems"].append(f"OCI hook file {source} cannot be read: {type(e).__name__}: {e}")
-    out["nvidia"] = posixpath.basename(out["path"] or "") == "nvidia-container-runtime-hook"
-    return out
-
-
-def nvidia_majors(text: str) -> dict[str, int]:
-    """``/proc/devices`` text → ``{name: major}`` for character devices whose name starts with
-    ``nvidia`` (``nvidia`` or, before driver 550.40, ``nvidia-frontend`` = 195; ``nvidia-uvm``,
-    ``nvidia-caps``... are dynamic). proc(5)."""
-    out, section = {}, None
-    for line in text.splitlines():
-        if line.strip().endswith("devices:"):
-            section = line.split()[0].lower()
-            continue
-        parts = line.split()
-        if section == "character" and len(parts) == 2 and parts[0].isascii() and parts[0].isdigit() \
-                and parts[1].startswith("nvidia"):
-            out[parts[1]] = int(parts[0])
-    return out
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-def _merge(a: dict, b: dict, deep_plugins: bool, depth: int = 0) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        replace_section = depth == 1 and not deep_plugins  # containerd 1.x: plugins.<id> replaced whole
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and not replace_section:
-            out[k] = _merge(out[k], v, deep_plugins, depth + 1 if (depth or k == "plugins") else 0)
-        else:
-            out[k] = v
-    return out
-
-
-def _get(d, *keys):
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
-def _tab(v) -> dict:
-    """A TOML/JSON/YAML table, or ``{}`` for a value of any other type."""
-    return v if isinstance(v, dict) else {}
-
-
-def _text(v) -> str | None:
-    """A non-empty string, or ``None`` for anything else."""
-    return v if isinstance(v, str) and v else None
-
-
-def _scalar(v) -> str | None:
-    """A YAML/JSON scalar as text (``cdiVersion: 0.6`` is a float to YAML), ``None`` for the rest."""
-    return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
-
-
-def _num(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _list(v) -> list:
-    return v if isinstance(v, list) else []
-
-
-def _str_list(v) -> list[str]:
-    return [x for x in (v if isinstance(v, list) else [v] if isinstance(v, str) else []) if isinstance(x, str)]
-
-
-def _vtuple(v: str | None) -> tuple[int, ...]:
-    """``"1:1.17.8-1"`` / ``"v1.1.5+ds1"`` → ``(1, 17, 8)``; ``()`` when unknown."""
-    m = re.match(r"(?:\d+:)?v?(\d+(?:\.\d+)*)", (v or "").strip())
-    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
 
 
 def _toml_or_none(bundle_dir, rel: str | None) -> dict | None:
