@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors import containers
-from collectors.containers import parse as cp, probe
+from collectors.containers import cgroup, parse as cp, probe
 from forensics import redact
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext
@@ -216,7 +216,7 @@ def test_drop_ins_found_with_and_without_the_transient_listing(node, tmp_path, m
     for n, broken in enumerate((False, True)):
         if broken:
             monkeypatch.setattr(containers.hostfs, "listdir", lambda root, path: (
-                (_ for _ in ()).throw(PermissionError(13, "denied")) if path == containers.TRANSIENT
+                (_ for _ in ()).throw(PermissionError(13, "denied")) if path == cgroup.TRANSIENT
                 else listdir(root, path)))
         b = _acquire(node, tmp_path / f"b{n}")
         recs = {r["id"]: r for r in containers.read(b, NodeFacts()).facts["containers"]}

@@ -285,3 +285,14 @@ def is_gpu(record: dict) -> bool:
         return True
     vis = (record.get("env") or {}).get("NVIDIA_VISIBLE_DEVICES")
     return vis is not None and vis.strip().lower() not in ("", "void", "none")
+
+
+def _time(text) -> datetime | None:
+    """ISO text (a record's ``created``, a BPF program's ``loaded_at``) as a datetime; ``None`` for
+    anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return parse_iso(text)
+    except (ValueError, OverflowError):
+        return None
