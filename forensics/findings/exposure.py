@@ -6,7 +6,7 @@ systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``
 outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
 GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240.
 
-Inputs are plain dicts: ``runtime`` from collectors/runtime_config.py (``Reading.facts["runtime"]``),
+Inputs are plain dicts: ``runtime`` from collectors/runtime_config/ (``Reading.facts["runtime"]``),
 container records from collectors/containers/ and the device plugin's settings
 (:mod:`forensics.findings.device_plugin`); the remedies are in :mod:`forensics.findings.remedies`.
 Nothing here reads the host or the bundle.
@@ -30,7 +30,7 @@ PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) -> dict:
     """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
 
-    ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config.py (``{}`` when absent);
+    ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config/ (``{}`` when absent);
     ``containers``: container records of collectors/containers/; ``device_plugin``: the dict of
     :func:`forensics.findings.device_plugin.device_plugin_settings` or ``None``. Returns ``{"assessed": True,
     "systemd_cgroup",
