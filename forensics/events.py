@@ -51,6 +51,7 @@ KINDS: dict[str, Kind] = {
     "container.created": Kind(("id", "pod", "namespace", "container_name", "gpu"), "Creation Time"),
     "container.probe": Kind(("id", "pod", "path", "result"), "Probe Time"),
     "container.device-rules-applied": Kind(("id", "pod", "prog_id", "prog_name"), "Program Load Time"),
+    "container.runc-warning": Kind(("id", "pod", "level", "device", "message"), "Log Time"),
     "container.log-error": Kind(("pod", "namespace", "container", "message", "signature", "stream", "restart",
                                  "truncated"), "First Error Time"),
     "container.log-healthy": Kind(("pod", "namespace", "container", "message", "stream", "restart", "truncated"),

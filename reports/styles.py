@@ -52,6 +52,7 @@ _APT = Look("apt transaction", "s", "#1f4e9c", 8, True)
 _UNATTENDED = Look("unattended-upgrades run", "D", "#1f4e9c", 8, False)
 _DPKG = Look("dpkg action", "|", "#777777", 9, True)
 _CREATED = Look("container created", "^", "#2e7d32", 9, True)
+_RUNC_WARNING = Look("runc warning", "*", "#d35400", 10, True)
 _DCGM = Look("DCGM last seen", "o", "#6a1b9a", 9, True)
 _CAPACITY = Look("GPU capacity change", "D", "#6a1b9a", 8, True)
 _KUBE_EVENT = Look("Kubernetes event", "P", "#00838f", 9, True)
@@ -59,8 +60,8 @@ _KUBE_CONDITION = Look("node condition change", "s", "#00838f", 8, False)
 _KUBE_TERMINATED = Look("container terminated", "x", "#00838f", 9, True)
 
 #: every look, in drawing and legend order (a later one is drawn over an earlier one)
-LOOKS = (RELOAD, _REEXEC, _BOOT, _NVML, _APT, _UNATTENDED, _DPKG, _CREATED, PROBE_OK, PROBE_FAILED, _DCGM,
-         _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, OTHER)
+LOOKS = (RELOAD, _REEXEC, _BOOT, _NVML, _APT, _UNATTENDED, _DPKG, _CREATED, _RUNC_WARNING, PROBE_OK, PROBE_FAILED,
+         _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, OTHER)
 
 #: kind -> ``(lane, look)``; ``None`` for the kinds not drawn as markers (incident windows are shaded).
 #: A ``container.probe`` whose result is one of :data:`PROBE_ERRORS` is drawn as :data:`PROBE_FAILED`.
@@ -81,6 +82,7 @@ STYLES: dict[str, tuple[str, Look] | None] = {
     "container.created": ("containers", _CREATED),
     "container.probe": ("containers", PROBE_OK),
     "container.device-rules-applied": ("containers", OTHER),
+    "container.runc-warning": ("containers", _RUNC_WARNING),
     "container.log-error": ("containers", OTHER),
     "container.log-healthy": ("containers", OTHER),
     "metrics.dcgm-last-seen": ("DCGM", _DCGM),

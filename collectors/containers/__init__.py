@@ -25,6 +25,8 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
     devices.list     cgroup v1 device rules, as read
     systemd/...      the transient unit file and its drop-ins, as read
     bpftool-*.json   bpftool output (cgroup v2)
+    log.json         runc's log (JSON lines), redacted like every log
+    systemctl-show.txt  ``systemctl show`` of the scope (live, GPU containers under systemd; unit.py)
     probe.json       the --probe child's raw report
     record.json      the summary record, below
 
@@ -49,7 +51,14 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
                       ctime (ISO UTC), made_inside (ctime later than "created": made or changed inside the
                       container after the runtime created it; None when either time is unknown)}]
                     or None when the container's /dev could not be read (no live init process),
-     "probe": {path: ok|EPERM|ENXIO|ENOENT|EACCES|E...|timeout|not-run}}
+     "probe": {path: ok|EPERM|ENXIO|ENOENT|EACCES|E...|timeout|not-run},
+     "runc_log": [{time, level (warning|error|fatal|panic), msg, device}] from log.json
+                 (parse.runc_log) | None (not read; plain runc has none),
+     "skipped_devices": ["/dev/char/195:255", ...] runc logged "skipping device ... for systemd" for,
+     "systemd_unit": {NeedDaemonReload: bool|None, DevicePolicy, DeviceAllow: [str], ControlGroup,
+                      LoadState} (parse.parse_systemctl_show) | None (not read: not live, no systemd,
+                      no GPU or not the systemd driver)}
+    (``runc_log``, ``skipped_devices`` and ``systemd_unit`` are absent in bundles of older versions)
 """
 from __future__ import annotations
 
@@ -66,6 +75,7 @@ from forensics.events import Event, NodeFacts
 from . import parse as cp
 from . import probe as probe_mod
 from .cgroup import TRANSIENT
+from .unit import Systemctl
 from .container import PLAIN_NS, PROBE_BUDGET_S, RECORD, _containerd_one, _plain_runc_one
 from .parse import _time
 
@@ -151,7 +161,7 @@ def _safe(ctx, ns, cid, fn):
 
 
 class _Env:
-    """Per-run facts shared by every container: NVIDIA majors, bpftool, the probe switch."""
+    """Per-run facts shared by every container: NVIDIA majors, bpftool, systemctl, the probe switch."""
 
     def __init__(self, ctx: CollectContext):
         self.probe = bool(ctx.value(PROBE))
@@ -159,6 +169,7 @@ class _Env:
         self.majors = probe_mod.nvidia_majors(ctx.root)
         self.bpftool = shutil.which("bpftool")
         self.bpftool_noted = False
+        self.systemctl = Systemctl(ctx.root)  # read-only `systemctl show` of GPU scopes, live only
         # the names in systemd's transient unit directory, listed once per run rather than looked up
         # (exists + listdir, each resolved component by component) for every scope name of every
         # container; None when it cannot be listed, and then each name is looked up as before
@@ -200,7 +211,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
       ``id, pod, path, result``;
     - ``container.device-rules-applied`` at a device BPF program's ``loaded_at`` when that is later
       than the container's creation (the last re-application of its device rules, e.g. by a
-      daemon-reload or a container update): attrs ``id, pod, prog_id, prog_name``.
+      daemon-reload or a container update): attrs ``id, pod, prog_id, prog_name``;
+    - ``container.runc-warning`` at the time of each warning (or worse) line of runc's log.json: attrs
+      ``id, pod, level, device`` (``/dev/char/M:m`` of a "skipping device ... for systemd" line, else
+      ``None``), ``message``; ``evidence`` names the stored log.json.
     """
     reading = Reading()
     collected = (bundle.manifest.get("collection") or {})
@@ -233,4 +247,13 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                                             f"{prog.get('name') or 'unnamed'} loaded)",
                                             {"id": cid, "pod": pod, "prog_id": prog.get("id"),
                                              "prog_name": prog.get("name")}, ev))
+        for entry in rec.get("runc_log") or []:
+            at = _time(entry.get("time")) if isinstance(entry, dict) else None
+            if at:
+                dev = entry.get("device")
+                reading.events.append(Event(at, "containers", "container.runc-warning",
+                                            f"runc {entry.get('level')} for {label}: {entry.get('msg')}"[:300],
+                                            {"id": cid, "pod": pod, "level": entry.get("level"), "device": dev,
+                                             "message": entry.get("msg")},
+                                            {"artifact": rel.rsplit("/", 1)[0] + "/log.json"}))
     return reading

@@ -22,12 +22,14 @@ from forensics import redact as rd
 
 from . import parse as cp
 from . import probe as probe_mod
+from . import unit as unit_mod
 from .cgroup import SMALL_LIMIT, _cgroup
 from .parse import _time
 
 DEFAULT_RUNC_ROOT = "/run/containerd/runc"
 PLAIN_NS = "runc"                     #: namespace recorded for containers found only in /run/runc
 JSON_LIMIT = 8 << 20                  #: bytes of config.json / state.json read
+RUNC_LOG_LIMIT = 1 << 20              #: bytes of runc's log.json copied (its first lines: create's warnings)
 PROBE_BUDGET_S = 120.0                #: all probes of one collection together; later ones are not run
 RECORD = "record.json"
 
@@ -52,7 +54,25 @@ def _containerd_one(ctx, env, state_dir, ns, cid, bundle):
     if not isinstance(pid, int):
         pid = _int_file(ctx, f"{bundle}/init.pid")
     systemd_opt = isinstance(options, dict) and bool(options.get("systemd_cgroup") or options.get("SystemdCgroup"))
-    _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt)
+    _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt, _runc_log(ctx, bundle, rel))
+
+
+def _runc_log(ctx, bundle: str, rel: str) -> list[dict] | None:
+    """runc's ``log.json`` of the task (the runc.v2 shim runs runc with ``--log <bundle>/log.json
+    --log-format json``) copied to ``{rel}/log.json``, redacted like every log
+    (:func:`forensics.redact.redact_bytes`), at most :data:`RUNC_LOG_LIMIT` bytes; its warning and worse
+    entries (:func:`collectors.containers.parse.runc_log`), or ``None`` when it could not be read."""
+    stored: list[bytes] = []
+
+    def transform(data: bytes) -> tuple[bytes, tuple[str, ...]]:
+        out = rd.redact_bytes(data) if ctx.redact else data
+        stored.append(out)
+        return out, ((f"credentials redacted ({rd.TEXT_NOTE})",) if out != data else ())
+    art = ctx.writer.copy(ctx.root, f"{bundle}/log.json", f"{rel}/log.json", "copy-redacted" if ctx.redact else "copy",
+                          limit=RUNC_LOG_LIMIT, transform=transform)
+    if art.status not in (Status.COLLECTED, Status.TRUNCATED) or not stored:
+        return None
+    return cp.runc_log(stored[0].decode("utf-8", "replace"))
 
 
 def _plain_runc_one(ctx, env, runc_root, cid):
@@ -64,7 +84,7 @@ def _plain_runc_one(ctx, env, runc_root, cid):
     _finish(ctx, env, rel, PLAIN_NS, cid, bundle, spec, state, pid if isinstance(pid, int) else None, False)
 
 
-def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
+def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt, runc_log=None):
     socket_mount = cp.device_plugin_socket_mount(spec) if isinstance(spec, dict) else None
     spec = spec if isinstance(spec, dict) else {}
     state = state if isinstance(state, dict) else {}
@@ -89,8 +109,12 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt):
         "hooks": cp.hooks(spec), "linux_devices": cp.linux_devices(spec),
         "resources_devices": cp.resources_devices(spec), "env": cp.env_allowlisted(spec),
         "annotations": ann, "device_plugin_socket_mount": socket_mount,
-        "cgroup": cgroup, "dev_entries": entries, "probe": results,
+        "cgroup": cgroup, "dev_entries": entries, "probe": results, "runc_log": runc_log,
+        "skipped_devices": list(dict.fromkeys(e["device"] for e in runc_log or [] if e["device"])),
+        "systemd_unit": None,
     }
+    if cgroup["driver"] == "systemd" and cp.is_gpu(record):  # systemd's own view of the scope
+        record["systemd_unit"] = unit_mod.show(ctx, env.systemctl, rel, unit_mod.unit_name(cid, cgroup, spec))
     ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
                           method="containers", notes=("summary of the files beside it; env values other "
                                                       "than NVIDIA_*, CUDA_* and a few more are left out",),

@@ -10,11 +10,20 @@ Formats, with where each is defined:
 - systemd transient unit files and drop-ins (``DevicePolicy=``, ``DeviceAllow=``; an empty
   ``DeviceAllow=`` resets the list): systemd.resource-control(5); cases.md C08.
 - ``bpftool -j cgroup show`` / ``bpftool -j prog show id N`` JSON (bpftool-cgroup(8), bpftool-prog(8)).
+- runc's ``log.json`` in containerd's task directory (runc run with ``--log <bundle>/log.json
+  --log-format json`` by the runc.v2 shim): one logrus JSON object a line, ``{"level", "msg", "time"}``
+  (time RFC 3339, seconds); runc 1.1.3-1.1.6 log ``skipping device /dev/char/195:255 for systemd: stat
+  /sys/dev/char/195:255: no such file or directory`` for a device rule whose link is missing (runc#3708;
+  seen with runc 1.1.5, ../shared/research/systemd-lab.md).
+- ``systemctl show -p NAME ...`` output: ``NAME=VALUE`` lines, a list property one line per item
+  (``DeviceAllow=/dev/char/195:255 rw``), booleans ``yes``/``no``; an empty list prints no line
+  (systemctl(1) ``show``; the exact text seen from systemd 252 in the lab, tests/test_systemd_scope.py).
 
 Redaction of what this module parses is :mod:`forensics.redact`'s (the one policy).
 """
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from datetime import datetime, timezone
@@ -263,6 +272,59 @@ def bpf_device_prog_ids(cgroup_show: object) -> list[int]:
                 and isinstance(e.get("id"), int):
             ids.append(e["id"])
     return ids
+
+
+# -- runc log.json ---------------------------------------------------------------------------------
+RUNC_LOG_LEVELS = ("warning", "error", "fatal", "panic")  #: the logrus levels kept in the record
+RUNC_LOG_MAX = 100                                        #: entries kept in the record
+_SKIPPING = re.compile(r"\Askipping device (/dev/(?:char|block)/\d+:\d+) for systemd\b")
+
+
+def runc_log(text: str) -> list[dict]:
+    """The warning and worse entries of runc's ``log.json`` (format in the module docstring) as
+    ``[{"time": ISO UTC|None, "level", "msg", "device": "/dev/char/M:m"|None}]``, at most
+    :data:`RUNC_LOG_MAX`, in file order; ``device`` is set for a ``skipping device ... for systemd``
+    line. Lines that are not JSON objects (a torn last line) are skipped."""
+    out = []
+    for line in text.splitlines():
+        if len(out) >= RUNC_LOG_MAX:
+            break
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or obj.get("level") not in RUNC_LOG_LEVELS or not isinstance(obj.get("msg"), str):
+            continue
+        t = _time(obj.get("time"))
+        m = _SKIPPING.match(obj["msg"])
+        out.append({"time": iso_z(t) if t else None, "level": obj["level"], "msg": obj["msg"][:2000],
+                    "device": m.group(1) if m else None})
+    return out
+
+
+# -- systemctl show --------------------------------------------------------------------------------
+SHOW_PROPERTIES = ("NeedDaemonReload", "DevicePolicy", "DeviceAllow", "ControlGroup", "LoadState")
+_SHOW_LISTS = ("DeviceAllow",)
+
+
+def parse_systemctl_show(text: str) -> dict:
+    """``systemctl show -p ...`` output (format in the module docstring) as ``{"NeedDaemonReload":
+    bool|None, "DevicePolicy", "ControlGroup", "LoadState": str|None, "DeviceAllow": [str]}`` for the
+    :data:`SHOW_PROPERTIES`; an empty value is ``None`` (``ControlGroup=`` of a unit without a cgroup), a
+    property missing from the text is ``None`` (``[]`` for DeviceAllow, whose empty list prints nothing)."""
+    out: dict = {k: ([] if k in _SHOW_LISTS else None) for k in SHOW_PROPERTIES}
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if not eq or key not in out:
+            continue
+        if key in _SHOW_LISTS:
+            if value:
+                out[key].append(value)
+        elif key == "NeedDaemonReload":
+            out[key] = {"yes": True, "no": False}.get(value)
+        else:
+            out[key] = value or None
+    return out
 
 
 # -- classification --------------------------------------------------------------------------------

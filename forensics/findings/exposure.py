@@ -37,7 +37,9 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
     "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",
     "namespace", "container_name", "gpu_injection": spec|cdi|hook|none, "at_risk", "broken", "probe",
-    "probe_detail", "devices", "not_reapplied", "dev_char_missing", "cgroup_driver", "made_inside", "reason"}],
+    "probe_detail", "devices", "not_reapplied", "dev_char_missing", "runc_skipped" (/dev/char/M:m runc logged it
+    skipped for systemd), "systemd_unit" (the record's ``systemctl show`` view or None), "cgroup_driver",
+    "made_inside", "reason"}],
     "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
     Raises nothing for missing keys.
 
@@ -57,7 +59,7 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     gpu = [r for r in rows if r["gpu_injection"] != "none"]
     out = {"assessed": True, **node,
            "gpu_outside_spec": any(r["gpu_injection"] == "hook" for r in gpu) if gpu else None,
-           "containers": rows, "notes": plugin_notes(dp) + list(ctx.notes)}
+           "containers": rows, "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
     trap = driver_root_trap(runtime, dp)
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
@@ -67,6 +69,18 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     out["remedies"] = remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
     out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
     return out
+
+
+def _need_reload_note(rows: list[dict]) -> list[str]:
+    """A note naming the GPU scopes systemd reports ``NeedDaemonReload=yes`` for: evidence, not a cause."""
+    units = [r for r in rows if r["gpu_injection"] != "none" and (r.get("systemd_unit") or {}).get("NeedDaemonReload")]
+    if not units:
+        return []
+    names = ", ".join(f"{r['namespace'] or ''}/{r['pod'] or r['id']}" for r in units[:10])
+    return [f"systemd reports NeedDaemonReload=yes for the scope of {len(units)} GPU container"
+            f"{'s' if len(units) != 1 else ''} ({names}{', ...' if len(units) > 10 else ''}): runc adds DevicePolicy= "
+            "and DeviceAllow= as drop-ins after the scope started (runc#4568), so every new runc scope reads yes. "
+            "It is evidence that the next daemon-reload re-applies those drop-ins, not a cause of lost access"]
 
 
 class _Context:
@@ -148,7 +162,7 @@ def _container(c: dict, ctx: _Context) -> dict:
            "container_name": c.get("container_name"), "gpu_injection": inj, "at_risk": False, "broken": False,
            "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in used]), "probe_detail": c.get("probe") or {},
            "devices": [f"{p} ({M}:{m})" for M, m, p in used], "not_reapplied": [], "dev_char_missing": [],
-           "cgroup_driver": driver, "made_inside": []}
+           "runc_skipped": [], "systemd_unit": c.get("systemd_unit"), "cgroup_driver": driver, "made_inside": []}
     reasons = [_how(inj, legacy, requested, nvd)]
     if foreign:
         reasons.append(f"{', '.join(f'{p} ({M}:{m})' for M, m, p in foreign)} in its /dev "
@@ -179,29 +193,68 @@ def _container(c: dict, ctx: _Context) -> dict:
 
 def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: _Context) -> None:
     """Which used devices the next daemon-reload drops: those outside the rules systemd re-applies (its
-    drop-in when known, else the spec), and, with runc 1.1.3-1.1.6 or systemd < 240, those whose
-    /dev/char/M:m link is missing on the host."""
+    drop-in when known, else its ``systemctl show`` DeviceAllow=, else the spec); those runc logged
+    ``skipping device /dev/char/M:m for systemd`` for (its log.json: the rule never reached DeviceAllow=);
+    and, with runc 1.1.3-1.1.6 or systemd < 240, those whose /dev/char/M:m link is missing on the host."""
     drop_in = (c.get("cgroup") or {}).get("systemd_drop_in")
+    where = "systemd's transient DeviceAllow drop-in"
+    unit = c.get("systemd_unit") if isinstance(c.get("systemd_unit"), dict) else None
+    if drop_in is None and unit and unit.get("LoadState") == "loaded":
+        drop_in = {"policy": unit.get("DevicePolicy"), "allow": unit.get("DeviceAllow") or []}
+        where = "the scope's DeviceAllow= (systemctl show)"
     if drop_in is not None:  # what systemd holds already reflects runc's skipping; it is the evidence
         out = [u for u in used if not _dropin_allows(drop_in, u, ctx)]
-        where = "systemd's transient DeviceAllow drop-in"
     else:
         out = [u for u in used if not _rules_allow(c.get("resources_devices") or [], u[0], u[1])]
         where = "the OCI spec's linux.resources.devices"
+    skipped = _runc_skipped(c)
+    logged = [u for u in used if (u[0], u[1]) in skipped and (drop_in is None or u in out)]
     nolink = [u for u in (out if drop_in is not None else spec)
-              if ctx.needs_links and u[0] is not None and ctx.link(u[0], u[1]) is False]
-    outside = [u for u in out if u not in nolink]
-    row["not_reapplied"] = [f"{p} ({M}:{m})" for M, m, p in out + [u for u in nolink if u not in out]]
-    row["dev_char_missing"] = [f"/dev/char/{M}:{m}" for M, m, _ in nolink]
-    row["at_risk"] = bool(outside or nolink)
+              if ctx.needs_links and u[0] is not None and ctx.link(u[0], u[1]) is False and u not in logged]
+    outside = [u for u in out if u not in nolink and u not in logged]
+    row["not_reapplied"] = [f"{p} ({M}:{m})" for M, m, p in dict.fromkeys(out + nolink + logged)]
+    row["dev_char_missing"] = [f"/dev/char/{M}:{m}" for M, m, _ in dict.fromkeys(logged + nolink)]
+    row["runc_skipped"] = [f"/dev/char/{M}:{m}" for M, m, _ in logged]
+    row["at_risk"] = bool(outside or nolink or logged)
+    if logged:
+        reasons.append(_skipped_reason(logged, skipped, ctx))
     if outside:
         reasons.append(f"{', '.join(f'{p} ({M}:{m})' for M, m, p in outside)} {'is' if len(outside) == 1 else 'are'}"
                        f" not in {where}, so the next daemon-reload revokes access")
     if nolink:
-        reasons.append(f"{', '.join(row['dev_char_missing'])} {'is' if len(nolink) == 1 else 'are'} missing on the "
-                       f"host, and {ctx.why_links} drops device rules without that link, so a reload revokes them")
-    if not ctx.runc and any(ctx.link(M, m) is False for M, m, _ in spec if M is not None):
+        reasons.append(f"{', '.join(f'/dev/char/{M}:{m}' for M, m, _ in nolink)} {'is' if len(nolink) == 1 else 'are'}"
+                       f" missing on the host, and {ctx.why_links} drops device rules without that link, so a reload "
+                       "revokes them")
+    if not ctx.runc and not logged and any(ctx.link(M, m) is False for M, m, _ in spec if M is not None):
         ctx.notes.append(f"{c.get('id')}: /dev/char links are missing for spec devices and the runc version is unknown")
+
+
+def _runc_skipped(c: dict) -> dict[tuple[int, int], dict]:
+    """``{(major, minor): log entry}`` for each ``skipping device /dev/char/M:m for systemd`` line of the
+    container's runc log.json (the record's ``runc_log``; collectors/containers/parse.py ``runc_log``)."""
+    out = {}
+    for e in c.get("runc_log") or []:
+        m = re.fullmatch(r"/dev/char/(\d+):(\d+)", str((e or {}).get("device") or ""))
+        if m:
+            out.setdefault((int(m.group(1)), int(m.group(2))), e)
+    return out
+
+
+def _skipped_reason(logged: list[tuple], skipped: dict, ctx: _Context) -> str:
+    """Why runc's skipped rules put a spec-injected GPU at risk, citing the first log line and tying it to
+    the node's /dev/char listing (runtime_config's ``dev_char``)."""
+    first = skipped[(logged[0][0], logged[0][1])]
+    links = [f"/dev/char/{M}:{m}" for M, m, _ in logged]
+    now = {ctx.link(M, m) for M, m, _ in logged}
+    node = ("; the node has no such link now either" if now == {False}
+            else "; the link exists on the node now, made after the container was created, so only recreating it "
+                 "puts the rule into DeviceAllow=" if now == {True}
+            else "; the node's /dev/char was not listed, so whether the link exists now is unknown")
+    return (f"runc logged \"{first.get('msg')}\" (log.json, {first.get('time') or 'time unknown'}): without the "
+            f"{', '.join(links)} link{'s' if len(links) > 1 else ''} it left "
+            f"{', '.join(f'{p} ({M}:{m})' for M, m, p in logged)} out of the scope's DeviceAllow=, so the next "
+            f"daemon-reload revokes {'it' if len(logged) == 1 else 'them'} although the spec lists "
+            f"{'it' if len(logged) == 1 else 'them'}{node}")
 
 
 def _how(inj: str, legacy: bool, requested: bool, nvd) -> str:

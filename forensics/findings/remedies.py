@@ -73,24 +73,39 @@ def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], 
                                " it does not protect pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin"
                                " itself, dcgm-exporter)"})
     if any(r["dev_char_missing"] for r in rows):
+        logged = [r for r in rows if r.get("runc_skipped")]
+        cause = (f"runc logged 'skipping device {logged[0]['runc_skipped'][0]} for systemd' (log.json of "
+                 f"{', '.join(_name(r) for r in logged[:5])}): without the link it leaves the rule out of the scope's "
+                 "DeviceAllow=" if logged else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
         out.append({"what": "Create the /dev/char links for the NVIDIA nodes",
-                    "change": "nvidia-ctk system create-dev-char-symlinks --create-all",
-                    "why": f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing (runc#3708), "
-                           "so a reload revokes GPUs even from spec-injected containers; runc >= 1.1.7 with systemd"
-                           " >= 240 no longer needs the links"})
+                    "change": "nvidia-ctk system create-dev-char-symlinks --create-all"
+                              + (f" --driver-root={root}" if root != "/" else ""),
+                    "why": f"{cause} (runc#3708), so a reload revokes GPUs even from spec-injected containers; "
+                           "the command (NVIDIA Container Toolkit >= 1.12.0, run as root on the node) creates a "
+                           "/dev/char/M:m symlink to each NVIDIA device node it finds; it loads no module and makes no "
+                           "node unless --load-kernel-modules or --create-device-nodes is given; a udev rule running "
+                           "it keeps the links across reboots and driver reloads; runc >= 1.1.7 with systemd >= 240 no longer needs the links"
+                           + ("; containers created before the links exist keep the short DeviceAllow=: recreate them"
+                              if logged else "")})
     if trap:
         out.append({"what": "Point the device plugin and the CDI spec at the containerised driver",
                     "change": f"helm upgrade ... --set nvidiaDriverRoot={root}; nvidia-ctk cdi generate "
                               f"--driver-root={root} --output=/var/run/cdi/nvidia.yaml",
                     "why": f"the driver's nodes live under {root}/dev, but {'; '.join(trap)}"})
-    redo = [r for r in rows if r["broken"] or (r in hooked and not legacy)]
+    redo = [r for r in rows if r["broken"] or (r in hooked and not legacy) or r.get("runc_skipped")]
     if redo:
         out.append({"what": "Recreate the containers that lost their GPU"
-                    + ("" if legacy else " or predate the switch away from legacy mode"),
+                    + ("" if legacy else " or predate the switch away from legacy mode")
+                    + (", and those runc created without the /dev/char links"
+                       if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
                     "change": "; ".join(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
                                         else f"recreate container {r['id']}" for r in redo),
                     "why": "device access is only (re)built when the container is created again"})
     return out
+
+
+def _name(r: dict) -> str:
+    return f"{r['namespace']}/{r['pod']}" if r.get("pod") else str(r.get("id"))
 
 
 def _enable_cdi_snippet(runtime: dict) -> str:
