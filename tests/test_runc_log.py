@@ -5,17 +5,20 @@ remedies it leads to. The real-systemd check of the same trap is the lab's end-t
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from collectors import containers
+from collectors import runtime_config as rc
 from collectors.containers import parse as cp
 from forensics.bundle import Bundle, BundleWriter
 from forensics.events import KINDS, NodeFacts
 from forensics.findings.exposure import assess
-from forensics.source import CollectContext
+from forensics.source import CollectContext, HostFacts
 from reports import styles
 
-from test_exposure import BASE_DROPIN, container, node
+from test_exposure import BASE_DROPIN, CONTAINERD, GPU, PROC_DEVICES, container, node
 
 #: runc 1.1.5's log.json of the spec container, byte for byte as the lab wrote it (/dev without /dev/char)
 LOG_JSON = (
@@ -79,7 +82,8 @@ def test_runc_log_parser_reads_the_real_lines_and_skips_the_rest():
 
 def test_log_json_is_collected_redacted_and_read_into_the_record_and_events(tmp_path):
     root = tmp_path / "root"
-    _task(root, LOG_JSON + '{"level":"warning","msg":"pull via https://u:s3cr3t@registry/x","time":"2026-12-01T11:30:15Z"}\n')
+    _task(root, LOG_JSON + '{"level":"warning","msg":"pull via https://u:s3cr3t@registry/x",'
+                           '"time":"2026-12-01T11:30:15Z"}\n')
     b = _collect(root, tmp_path / "b")
     stored = b.path("containers/k8s.io/lab-spec/log.json").read_bytes()
     assert b"s3cr3t" not in stored and stored.startswith(LOG_JSON.encode())
@@ -186,3 +190,29 @@ def test_a_hook_container_and_a_drop_in_that_allows_the_gpu_ignore_the_log(tmp_p
     a, h = assess(rt, [allowed, hook], None)["containers"]
     assert (a["at_risk"], a["runc_skipped"]) == (False, [])  # systemd holds the rule: the line is history
     assert (h["gpu_injection"], h["at_risk"], h["runc_skipped"]) == ("hook", True, [])
+
+
+def _node_without_dev_char(tmp_path: Path) -> dict:
+    """runtime_config over a node whose /dev has the GPU nodes but no /dev/char directory at all (the lab's
+    ``LAB_DEV_CHAR=0``, a node where nothing made the links)."""
+    root = tmp_path / "host"
+    _w(root / "etc/containerd/config.toml", CONTAINERD.format(sc="true"))
+    _w(root / "proc/devices", PROC_DEVICES)
+    (root / "dev").mkdir()
+    for path, M, m in GPU:
+        os.mknod(root / path.lstrip("/"), 0o666 | stat.S_IFCHR, os.makedev(M, m))
+    w = BundleWriter(tmp_path / "bundle")
+    rc.acquire(CollectContext(root=root, writer=w, node=HostFacts(package_versions={"runc": "1.1.5+ds1-1"})))
+    w.finish()
+    return rc.read(Bundle.open(tmp_path / "bundle"), NodeFacts()).facts["runtime"]
+
+
+def test_a_node_without_dev_char_has_no_links_rather_than_unknown_ones(tmp_path):
+    rt = _node_without_dev_char(tmp_path)
+    assert (rt["dev_char"], rt["dev_char_absent"]) == (None, True)
+    # an older bundle's record (no log.json read) and no drop-in: runc 1.1.5 and no /dev/char decide it
+    e, = assess(rt, [container("old", pod="p", spec_gpu=True)], None)["containers"]
+    assert e["at_risk"] is True  # before: "not known", so judged safe
+    assert e["dev_char_missing"] == ["/dev/char/195:255", "/dev/char/195:0", "/dev/char/508:0"]
+    e, = assess(rt, [_record(tmp_path / "r")], None)["containers"]
+    assert "runc logged" in e["reason"] and "the node has no such link now either" in e["reason"]

@@ -76,8 +76,8 @@ def show(ctx, sysctl: Systemctl, rel: str, unit: str | None) -> dict | None:
     argv = [sysctl.path, "show", "--no-pager", *(f"-p{p}" for p in cp.SHOW_PROPERTIES), unit]
     src = " ".join(argv)
     if sysctl.left_s <= 0:
-        ctx.writer.record(Artifact(None, src, Status.TRUNCATED, "command",
-                                   notes=(f"truncated: systemctl time budget of {SHOW_BUDGET_S:.0f} s spent; not run",)))
+        ctx.writer.record(Artifact(None, src, Status.TRUNCATED, "command", notes=(
+            f"truncated: systemctl time budget of {SHOW_BUDGET_S:.0f} s spent; not run",)))
         return None
     t0 = time.monotonic()
     try:
@@ -87,7 +87,7 @@ def show(ctx, sysctl: Systemctl, rel: str, unit: str | None) -> dict | None:
     except subprocess.TimeoutExpired:
         sysctl.left_s = 0  # a systemd that does not answer in time will not answer the next one either
         ctx.writer.record(Artifact(None, src, Status.ERROR, "command",
-                                   message=f"no answer in {SHOW_TIMEOUT_S:.0f} s; no more systemctl calls"))
+                                   message=f"no answer in {SHOW_TIMEOUT_S:g} s; no more systemctl calls"))
         return None
     except OSError as e:
         ctx.writer.record(Artifact(None, src, Status.ERROR, "command", message=str(e)))

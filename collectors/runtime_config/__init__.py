@@ -228,7 +228,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     pods use), ``nvidia_runtime`` (:func:`toolkit_settings`), ``nvidia_runtime_mode`` and
     ``nvidia_runtime_mode_resolved``, ``cdi`` (``{"dirs", "specs": [`` :func:`cdi_spec` ``]}``),
     ``oci_hooks`` (:func:`oci_hook_file`),
-    ``proc_devices`` (:func:`nvidia_majors`), ``nvidia_majors``, ``host_devices``, ``dev_char``,
+    ``proc_devices`` (:func:`nvidia_majors`), ``nvidia_majors``, ``host_devices``, ``dev_char``
+    (the names in /dev/char, or None when not listed), ``dev_char_absent`` (True when /dev/char did not exist),
     ``driver_root`` ("/run/nvidia/driver" or "/"), ``driver_root_devices`` and ``versions``.
     Unparseable files become ``Reading.problems``; nothing here raises for bad content."""
     r = Reading()
@@ -275,6 +276,9 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         "nvidia_majors": sorted({195, *(majors or {}).values()}),
         "host_devices": facts.get("host_devices") or [],
         "dev_char": facts.get("dev_char"),
+        # no /dev/char at all (ENOENT at collection): no link exists, rather than "not known"
+        "dev_char_absent": facts.get("dev_char") is None and any(
+            a.source == "/dev/char" and a.status is Status.ABSENT for a in bundle.artifacts()),
         "driver_root": driver_root,
         "driver_root_devices": facts.get("driver_root_devices") or [],
         "versions": versions,

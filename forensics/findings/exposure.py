@@ -92,7 +92,7 @@ class _Context:
         self.majors = {NVIDIA_MAJOR, *self.proc_devices.values(), *(runtime.get("nvidia_majors") or [])}
         self.host = {d["path"]: d for d in runtime.get("host_devices") or [] if d.get("kind") == "c"}
         dc = runtime.get("dev_char")
-        self.dev_char = set(dc) if dc is not None else None
+        self.dev_char = set(dc) if dc is not None else set() if runtime.get("dev_char_absent") else None
         v = runtime.get("versions") or {}
         self.runc = _vtuple((v.get("runc") or {}).get("version"))
         self.systemd = _vtuple((v.get("systemd") or {}).get("version"))

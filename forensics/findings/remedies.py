@@ -76,7 +76,8 @@ def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], 
         logged = [r for r in rows if r.get("runc_skipped")]
         cause = (f"runc logged 'skipping device {logged[0]['runc_skipped'][0]} for systemd' (log.json of "
                  f"{', '.join(_name(r) for r in logged[:5])}): without the link it leaves the rule out of the scope's "
-                 "DeviceAllow=" if logged else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
+                 "DeviceAllow=" if logged
+                 else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
         out.append({"what": "Create the /dev/char links for the NVIDIA nodes",
                     "change": "nvidia-ctk system create-dev-char-symlinks --create-all"
                               + (f" --driver-root={root}" if root != "/" else ""),
@@ -84,7 +85,8 @@ def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], 
                            "the command (NVIDIA Container Toolkit >= 1.12.0, run as root on the node) creates a "
                            "/dev/char/M:m symlink to each NVIDIA device node it finds; it loads no module and makes no "
                            "node unless --load-kernel-modules or --create-device-nodes is given; a udev rule running "
-                           "it keeps the links across reboots and driver reloads; runc >= 1.1.7 with systemd >= 240 no longer needs the links"
+                           "it keeps the links across reboots and driver reloads; runc >= 1.1.7 with systemd >= 240 no "
+                           "longer needs the links"
                            + ("; containers created before the links exist keep the short DeviceAllow=: recreate them"
                               if logged else "")})
     if trap:
