@@ -77,6 +77,7 @@ def test_runc_log_parser_reads_the_real_lines_and_skips_the_rest():
          "msg": "skipping device /dev/char/195:255 for systemd: stat /sys/dev/char/195:255: no such file or directory"},
         {"time": "2026-12-01T10:30:15Z", "level": "error", "device": None, "msg": "runc run failed: boom"}]
     assert cp.runc_log("not json\n[1]\n" * 10) == []
+    assert cp.runc_log("[" * 200000 + "\n" + LOG_JSON)[0]["device"] == "/dev/char/195:0"  # nested too deeply
     assert len(cp.runc_log(LOG_JSON * 200)) == cp.RUNC_LOG_MAX
 
 

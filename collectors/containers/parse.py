@@ -291,7 +291,7 @@ def runc_log(text: str) -> list[dict]:
             break
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a hostile line nested beyond the limit
             continue
         if not isinstance(obj, dict) or obj.get("level") not in RUNC_LOG_LEVELS or not isinstance(obj.get("msg"), str):
             continue

@@ -4,7 +4,10 @@ The mechanism (../shared/research/formats.md 5.1 and 6; cases C01, C05, C07, C09
 cgroup driver, a daemon-reload re-applies to each container scope the device rules runc handed to
 systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``). A GPU that entered
 outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
-GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240.
+GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240
+(runc's log.json then says ``skipping device /dev/char/M:m for systemd``: the record's ``runc_log``).
+systemd's own view of a scope (``systemctl show``: the record's ``systemd_unit``) stands in for unread
+drop-ins, and its ``NeedDaemonReload=yes`` is reported as evidence in a note, never as a cause.
 
 Inputs are plain dicts: ``runtime`` from collectors/runtime_config/ (``Reading.facts["runtime"]``),
 container records from collectors/containers/ and the device plugin's settings
