@@ -27,12 +27,14 @@ can run side by side)::
     python3 tests/syslab.py sh LAB systemctl status        # any command inside (nsenter)
     python3 tests/syslab.py down LAB                       # also after a crash: kills by the pids in LAB
 
-Every wait is bounded; :meth:`SysLab.down` leaves no process, mount or cgroup (it SIGKILLs the
+What runs inside (the namespaces' PID 1 set-up, the legacy hook) is tests/syslab_ns.py. Every wait is
+bounded; :meth:`SysLab.down` leaves no process, mount or cgroup (it SIGKILLs the
 namespace's PID 1, whose death takes the namespace and its mounts with it, then removes the cgroups).
 Needs root, util-linux, and the packages of scripts/lab-deps.sh.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import json
@@ -108,14 +110,17 @@ def host_v2() -> Path:
 
 
 class SysLab:
-    """One lab in folder ``folder`` (absolute, made if missing). Use as a context manager (``down`` on
-    exit, also on error) or call :meth:`up` / :meth:`down`."""
+    """One lab in folder ``folder`` (made if missing). Use as a context manager (``down`` on exit, also
+    on error) or call :meth:`up` / :meth:`down`. With ``owned`` the namespace is also killed when this
+    process dies (SIGKILL included); its empty cgroups then wait for the next ``down``."""
 
-    def __init__(self, folder, layout: str = "v1", dev_char: bool = True, persistent_journal: bool = False):
+    def __init__(self, folder, layout: str = "v1", dev_char: bool = True, persistent_journal: bool = False,
+                 owned: bool = True):
         if layout not in ("v1", "v2"):
             raise ValueError(f"layout {layout!r}: v1 or v2")
         self.folder = Path(folder).resolve()
         self.layout, self.dev_char, self.persistent_journal = layout, dev_char, persistent_journal
+        self.owned = owned            # the lab dies with this process (False: `up` from the command line)
         self.state = self.folder / "state"
         self.timings: dict[str, float] = {}
         self._unshare: subprocess.Popen | None = None
@@ -185,6 +190,8 @@ class SysLab:
         def join():
             for c in cgs:
                 Path(c, "cgroup.procs").write_text(str(os.getpid()))
+            if self.owned:    # PR_SET_PDEATHSIG: our death kills unshare, whose --kill-child kills PID 1
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL)
         argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--uts", "--ipc", "--net",
                 "--cgroup", "--propagation", "private", sys.executable, str(HERE / "syslab_ns.py"), "init",
                 self.layout, "1" if self.dev_char else "0", "1" if self.persistent_journal else "0", str(self.folder)]
@@ -358,7 +365,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("lab")
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    lab = SysLab(a.lab, a.layout, not a.no_dev_char, a.persistent_journal)
+    lab = SysLab(a.lab, a.layout, not a.no_dev_char, a.persistent_journal, owned=a.cmd != "up")
     if a.cmd == "down":
         left = lab.down()
         print("left: " + " ".join(left) if left else "down")
