@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install what the container lab (tests/lab.py, tests/test_containers_lab.py) needs on Debian 12:
-# containerd (with ctr and containerd-shim-runc-v2), runc, and busybox-static for the root file
-# systems. Idempotent: installs only what is missing. containerd's own systemd service is left
-# alone; the lab starts a private containerd under a temporary directory.
+# Install what the container labs need on Debian 12: containerd (with ctr and containerd-shim-runc-v2),
+# runc, and busybox-static for the root file systems (tests/lab.py, tests/test_containers_lab.py), plus
+# systemd, dbus and bpftool for the node in a box (tests/syslab.py, tests/test_syslab.py: a real
+# systemd as PID 1 of a private namespace; bpftool lists the cgroup v2 device programs).
+# Idempotent: installs only what is missing. containerd's and systemd's own services on this machine
+# are left alone; the labs start private ones (under a temporary directory, or inside a namespace).
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(containerd runc busybox-static util-linux)
+pkgs=(containerd runc busybox-static util-linux systemd dbus bpftool)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -14,6 +16,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-for b in containerd ctr runc containerd-shim-runc-v2 busybox nsenter; do
+for b in containerd ctr runc containerd-shim-runc-v2 busybox nsenter unshare systemd-run dbus-daemon bpftool; do
   command -v "$b" >/dev/null || { echo "lab-deps: $b is still missing after install" >&2; exit 1; }
 done

@@ -1,0 +1,393 @@
+"""A node in a box: a real systemd 252 as PID 1 of a private namespace, with dbus, journald,
+containerd (``SystemdCgroup = true``) and runc, so that tests run the real ``daemon-reload``.
+
+The namespace is PID + mount + UTS + IPC + net + cgroup (``unshare``); its root is an overlay with
+``/`` as the lower layer and a tmpfs upper, so the host is never written (the checkout and its
+virtualenv are visible inside through the lower layer; the lab folder is bind-mounted at its own
+path). systemd boots a minimal ``lab.target`` (journald, dbus, ``containerd.service``; no
+sysinit.target, which would touch the host's clock, sysctls and udev). containerd runs at its default
+paths (``/etc/containerd/config.toml``, ``/run/containerd``, ``/var/lib/containerd``); runc asks
+systemd for ``cri-containerd-<id>.scope`` units in ``kubepods-besteffort-pod<uid>.slice``.
+
+Layouts: ``v1`` (hybrid: a tmpfs /sys/fs/cgroup with every v1 hierarchy, cgroup2 on ``unified``;
+needs a hybrid host) and ``v2`` (cgroup2 at /sys/fs/cgroup: runc and systemd attach BPF device
+programs). Containers (:data:`CONTAINERS`), the sandbox first (on v1, the first scope needing the
+devices controller in a new slice is migrated into the slice's cgroup): ``pause`` (no GPU),
+``hook`` (GPU nodes and allow rules from a prestart hook outside the spec, as the legacy
+nvidia-container-runtime-hook: v1 ``devices.allow``; v2 the device program replaced by a copy that
+allows the GPU, :mod:`bpfdev`), ``spec`` (``linux.devices`` + ``linux.resources.devices``),
+``nogpu``. ``/dev/char/195:*`` links exist unless ``dev_char=False``; the journal is volatile
+(``/run/log/journal``) unless ``persistent_journal=True`` (``/var/log/journal``).
+
+Developer command (root; LAB is a folder of its own, its name names the lab's cgroups, so two labs
+can run side by side)::
+
+    python3 tests/syslab.py up    [--layout v1|v2] [--no-dev-char] [--persistent-journal] LAB
+    python3 tests/syslab.py check [--layout v1|v2] [--no-dev-char] LAB  # up, probe, reload, probe, down
+    python3 tests/syslab.py sh LAB systemctl status        # any command inside (nsenter)
+    python3 tests/syslab.py down LAB                       # also after a crash: kills by the pids in LAB
+
+What runs inside (the namespaces' PID 1 set-up, the legacy hook) is tests/syslab_ns.py. Every wait is
+bounded; :meth:`SysLab.down` leaves no process, mount or cgroup (it SIGKILLs the
+namespace's PID 1, whose death takes the namespace and its mounts with it, then removes the cgroups).
+Needs root, util-linux, and the packages of scripts/lab-deps.sh.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from syslab_ns import GPU, HERE, PATH, SOCK, hierarchies  # noqa: E402
+NS = "k8s.io"
+POD_UID = "0b5e1d2a_6c1f_4f0e_9c57_1ab2c3d4e5f6"
+POD_SLICE = f"kubepods-besteffort-pod{POD_UID}.slice"
+SLICE_DIR = f"kubepods.slice/kubepods-besteffort.slice/{POD_SLICE}"
+CONTAINERS = ("pause", "hook", "spec", "nogpu")     #: started in this order
+ERRNO_OF = {os.strerror(n): name for n, name in errno.errorcode.items()}
+
+
+class LabError(RuntimeError):
+    """The lab cannot run or did not come up (the message says what, with the log's tail)."""
+
+
+def cid(name: str) -> str:
+    """The container id of lab container ``name``: 64 hex digits, as CRI gives."""
+    return hashlib.sha256(f"syslab-{name}".encode()).hexdigest()
+
+
+def unit(name: str) -> str:
+    """The systemd scope runc makes for lab container ``name``."""
+    return f"cri-containerd-{cid(name)}.scope"
+
+
+def _run(argv, timeout=20, check=True, **kw) -> subprocess.CompletedProcess:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as e:
+        raise LabError(f"timed out after {timeout} s: {argv}") from e
+    if check and p.returncode:
+        raise LabError(f"{argv} exited {p.returncode}: {p.stderr.strip()[-800:]}")
+    return p
+
+
+def _comm(pid) -> str:
+    try:
+        return Path(f"/proc/{int(pid)}/comm").read_text().strip()
+    except (OSError, ValueError, TypeError):
+        return ""
+
+
+def _alive(pid) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
+
+
+def _wait(pred, timeout: float, step: float = 0.05):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+def host_v2() -> Path:
+    """The host's cgroup2 mount: /sys/fs/cgroup (unified host) or /sys/fs/cgroup/unified (hybrid)."""
+    root = Path("/sys/fs/cgroup")
+    return root if (root / "cgroup.controllers").exists() else root / "unified"
+
+
+class SysLab:
+    """One lab in folder ``folder`` (made if missing). Use as a context manager (``down`` on exit, also
+    on error) or call :meth:`up` / :meth:`down`. With ``owned`` the namespace is also killed when this
+    process dies (SIGKILL included); its empty cgroups then wait for the next ``down``."""
+
+    def __init__(self, folder, layout: str = "v1", dev_char: bool = True, persistent_journal: bool = False,
+                 owned: bool = True):
+        if layout not in ("v1", "v2"):
+            raise ValueError(f"layout {layout!r}: v1 or v2")
+        self.folder = Path(folder).resolve()
+        self.layout, self.dev_char, self.persistent_journal = layout, dev_char, persistent_journal
+        self.owned = owned            # the lab dies with this process (False: `up` from the command line)
+        self.state = self.folder / "state"
+        self.timings: dict[str, float] = {}
+        self._unshare: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def __enter__(self):
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+
+    def pid1(self) -> int | None:
+        """The host pid of the namespace's systemd, or None when it is not up."""
+        try:
+            p = int((self.state / "pid1").read_text())
+        except (OSError, ValueError):
+            return None
+        return p if _comm(p) == "systemd" else None
+
+    def requirements(self) -> list[str]:
+        """What this machine lacks for the lab (empty when it can run)."""
+        missing = [f"{b} (scripts/lab-deps.sh)" for b in ("unshare", "nsenter", "containerd", "ctr", "runc",
+                   "containerd-shim-runc-v2", "dbus-daemon", "busybox", "bpftool", "systemd-run")
+                   if not any(Path(d, b).exists() for d in PATH.split(":"))]
+        if not Path("/lib/systemd/systemd").exists():
+            missing.append("/lib/systemd/systemd (apt-get install systemd)")
+        if os.geteuid():
+            missing.append("root")
+        if self.layout == "v1" and not Path("/sys/fs/cgroup/devices/devices.allow").exists():
+            missing.append("the cgroup v1 hybrid layout (devices controller at /sys/fs/cgroup/devices)")
+        if not (host_v2() / "cgroup.procs").exists():
+            missing.append("a cgroup2 hierarchy")
+        return missing
+
+    def up(self, containers=CONTAINERS, boot_timeout: float = 30) -> "SysLab":
+        """Boot systemd, wait for containerd, start ``containers``. Raises LabError."""
+        missing = self.requirements()
+        if missing:
+            raise LabError("the lab needs: " + "; ".join(missing))
+        if self.pid1():
+            raise LabError(f"{self.folder} is already up (python3 tests/syslab.py down {self.folder})")
+        self.down()
+        for d in ("rw", "root", "state", "bb/bin", "bb/dev", "bb/proc", "bb/sys", "bb/tmp", "bin"):
+            (self.folder / d).mkdir(parents=True, exist_ok=True)
+        Path(self.folder, "bb/bin/busybox").write_bytes(Path("/bin/busybox").read_bytes())
+        os.chmod(self.folder / "bb/bin/busybox", 0o755)
+        hook = self.folder / "bin/nvidia-container-runtime-hook"
+        hook.write_text(f"#!/bin/sh\nexec /usr/bin/python3 {HERE / 'syslab_ns.py'} hook {self.folder} \"$@\"\n")
+        hook.chmod(0o755)
+        cgs = []
+        for name, _, base in hierarchies():
+            top = host_v2() if name == "unified" else Path("/sys/fs/cgroup", name)
+            c = Path(str(top) + base.rstrip("/")) / self.folder.name
+            c.mkdir(exist_ok=True)
+            cgs.append(str(c))
+            if name == "cpuset" or name.startswith("cpuset,"):
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    (c / f).write_text((c.parent / f).read_text())
+        (self.state / "cgroups").write_text("\n".join(cgs) + "\n")
+        t0 = time.monotonic()
+
+        def join():
+            for c in cgs:
+                Path(c, "cgroup.procs").write_text(str(os.getpid()))
+            if self.owned:    # PR_SET_PDEATHSIG: our death kills unshare, whose --kill-child kills PID 1
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+        argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--uts", "--ipc", "--net",
+                "--cgroup", "--propagation", "private", sys.executable, str(HERE / "syslab_ns.py"), "init",
+                self.layout, "1" if self.dev_char else "0", "1" if self.persistent_journal else "0", str(self.folder)]
+        with open(self.state / "init.log", "wb") as log:
+            up = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=join,
+                                  start_new_session=True, env={"PATH": PATH})
+        self._unshare = up
+        (self.state / "unshare.pid").write_text(str(up.pid))
+
+        def child():
+            try:
+                kids = Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()
+            except OSError:
+                return None
+            return next((int(k) for k in kids if _comm(k) == "systemd"), None)
+        p = _wait(child, 10)
+        if not p:
+            raise LabError(f"systemd did not start: {self._tail('init.log')}")
+        (self.state / "pid1").write_text(str(p))
+        if not _wait(lambda: self.sh("systemctl", "is-active", "containerd.service", check=False).stdout.strip()
+                     == "active", boot_timeout, 0.1):
+            st = self.sh("systemctl", "status", "--no-pager", "containerd.service", check=False).stdout
+            raise LabError(f"containerd did not start in {boot_timeout} s: {st[-1500:]}")
+        self.timings["boot"] = time.monotonic() - t0
+        spec = json.loads(self.ctr("oci", "spec").stdout)
+        for name in containers:
+            self.start(name, spec)
+        return self
+
+    def start(self, name: str, base_spec: dict) -> None:
+        """Start lab container ``name`` from ``base_spec`` (``ctr oci spec``) with runc's systemd driver."""
+        s = json.loads(json.dumps(base_spec))
+        s["process"].update(args=["/bin/busybox", "sleep", "100000"], terminal=False, env=["PATH=/bin"])
+        s["root"] = {"path": str(self.folder / "bb"), "readonly": False}
+        s["hostname"] = name
+        cgpath = f"{POD_SLICE}:cri-containerd:{cid(name)}"
+        s["linux"]["cgroupsPath"] = cgpath
+        s.setdefault("annotations", {}).update({
+            "io.kubernetes.cri.container-name": name, "io.kubernetes.cri.sandbox-id": cid("pause"),
+            "io.kubernetes.cri.container-type": "sandbox" if name == "pause" else "container",
+            "io.kubernetes.pod.name": "gpu-pod", "io.kubernetes.pod.namespace": "default",
+            "io.kubernetes.pod.uid": POD_UID.replace("_", "-")})
+        if name == "hook":
+            s["hooks"] = {"prestart": [{"path": str(self.folder / "bin/nvidia-container-runtime-hook"),
+                                        "args": ["nvidia-container-runtime-hook", "prestart"]}]}
+            s["process"]["env"].append("NVIDIA_VISIBLE_DEVICES=all")
+        elif name == "spec":
+            for node, minor in GPU:
+                s["linux"].setdefault("devices", []).append({"path": f"/dev/{node}", "type": "c", "major": 195,
+                                                             "minor": minor, "fileMode": 0o666, "uid": 0, "gid": 0})
+                s["linux"]["resources"]["devices"].append({"allow": True, "type": "c", "major": 195,
+                                                           "minor": minor, "access": "rw"})
+        path = self.state / f"spec-{name}.json"
+        path.write_text(json.dumps(s, indent=1))
+        t0 = time.monotonic()
+        self.ctr("run", "-d", "--runc-systemd-cgroup", "--cgroup", cgpath, "--config", str(path), cid(name),
+                 timeout=30)
+        self.timings[f"start {name}"] = time.monotonic() - t0
+
+    def down(self) -> list[str]:
+        """Kill the namespace and remove its cgroups; idempotent, works from the pid files alone
+        (after a crash). Returns what is still left (empty when clean)."""
+        p, u, left = self.pid1(), None, []
+        try:
+            u = int((self.state / "unshare.pid").read_text())
+        except (OSError, ValueError):
+            pass
+        if p:
+            os.kill(p, signal.SIGKILL)
+            _wait(lambda: not _alive(p), 10)
+        if u and _comm(u) == "unshare":
+            os.kill(u, signal.SIGKILL)
+            _wait(lambda: not _alive(u), 10)
+        if self._unshare:                       # ours: reap it (no zombie left in a long test session)
+            try:
+                self._unshare.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                left.append(f"unshare pid {self._unshare.pid}")
+            self._unshare = None
+        try:
+            cgs = (self.state / "cgroups").read_text().split()
+        except OSError:
+            cgs = []
+        for c in cgs:
+            def rm(c=c):
+                for d, _, _ in sorted(os.walk(c), key=lambda t: -t[0].count("/")):
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass
+                return not os.path.exists(c)
+            if not _wait(rm, 10, 0.1):
+                left.append(c)
+        if not left:
+            for f in ("pid1", "unshare.pid", "cgroups"):
+                (self.state / f).unlink(missing_ok=True)
+        return left
+
+    # ------------------------------------------------------------------ inside
+    def sh(self, *argv, timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``argv`` inside the namespace (all its namespaces, clean environment). Raises LabError
+        on a non-zero exit when ``check``, and on a timeout."""
+        p = self.pid1()
+        if not p:
+            raise LabError(f"{self.folder} is not up")
+        return _run(["nsenter", "-t", str(p), "-m", "-u", "-i", "-n", "-p", "-C", "--", "env", "-i", f"PATH={PATH}",
+                     "LANG=C.UTF-8", "SYSTEMD_PAGER=", *argv], timeout=timeout, check=check)
+
+    def ctr(self, *argv, timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
+        """``ctr`` inside, on containerd's default socket, namespace k8s.io."""
+        return self.sh("ctr", "--address", SOCK, "-n", NS, *argv, timeout=timeout, check=check)
+
+    def read(self, path: str) -> str:
+        """A file of the namespace's root (through /proc/<pid1>/root, no process started)."""
+        return Path(f"/proc/{self.pid1()}/root{path}").read_text()
+
+    def probe(self, name: str) -> str:
+        """``open("/dev/nvidiactl")`` in container ``name`` (busybox cat): the errno name (ENXIO: the
+        device cgroup allows it and no driver answers; EPERM: denied), or "OK"."""
+        p = self.ctr("task", "exec", "--exec-id", f"probe{time.monotonic_ns()}", cid(name),
+                     "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
+        if p.returncode == 0:
+            return "OK"
+        msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]
+        return ERRNO_OF.get(msg, f"? {msg}")
+
+    def reload(self, via_unit: str | None = None) -> float:
+        """A real ``systemctl daemon-reload`` inside; with ``via_unit``, from a transient service of that
+        name (``systemd-run --unit=NAME --wait``), as a requester on a node would. Returns seconds."""
+        t0 = time.monotonic()
+        if via_unit:
+            self.sh("systemd-run", f"--unit={via_unit}", "--wait", "--quiet", "/bin/systemctl", "daemon-reload",
+                    timeout=30)
+        else:
+            self.sh("systemctl", "daemon-reload", timeout=30)
+        self.timings["reload"] = time.monotonic() - t0
+        return self.timings["reload"]
+
+    def show(self, name: str, *props) -> dict[str, str]:
+        """``systemctl show -p ...`` of the container's scope (DeviceAllow joined with '; ')."""
+        out = self.sh("systemctl", "show", *[f"-p{p}" for p in props], unit(name)).stdout
+        vals: dict[str, list[str]] = {}
+        for line in out.splitlines():
+            k, _, v = line.partition("=")
+            vals.setdefault(k, []).append(v)
+        return {k: "; ".join(v) for k, v in vals.items()}
+
+    def cgroup_dir(self, name: str, controller: str = "devices") -> str:
+        """The container scope's cgroup inside the namespace (v1: in ``controller``'s hierarchy)."""
+        top = "/sys/fs/cgroup" if self.layout == "v2" else f"/sys/fs/cgroup/{controller}"
+        return f"{top}/{SLICE_DIR}/{unit(name)}"
+
+    def device_programs(self, name: str) -> list[dict]:
+        """v2: the device programs on the scope (``bpftool -j cgroup show``): dicts with id, name."""
+        return json.loads(self.sh("bpftool", "-j", "cgroup", "show", self.cgroup_dir(name)).stdout or "[]")
+
+    def _tail(self, log: str) -> str:
+        try:
+            return (self.state / log).read_text()[-1500:]
+        except OSError:
+            return "(no log)"
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="syslab.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("cmd", choices=("up", "check", "sh", "down"))
+    ap.add_argument("--layout", choices=("v1", "v2"), default="v1")
+    ap.add_argument("--no-dev-char", action="store_true")
+    ap.add_argument("--persistent-journal", action="store_true")
+    ap.add_argument("lab")
+    ap.add_argument("argv", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    lab = SysLab(a.lab, a.layout, not a.no_dev_char, a.persistent_journal, owned=a.cmd != "up")
+    if a.cmd == "down":
+        left = lab.down()
+        print("left: " + " ".join(left) if left else "down")
+        return 1 if left else 0
+    if a.cmd == "sh":
+        p = lab.sh(*a.argv, check=False, timeout=600)
+        sys.stdout.write(p.stdout)
+        sys.stderr.write(p.stderr)
+        return p.returncode
+    if a.cmd == "up":
+        lab.__enter__()
+        print(f"up: systemd pid {lab.pid1()}; {', '.join(f'{k} {v:.2f} s' for k, v in lab.timings.items())}")
+        return 0
+    with lab:
+        before = {n: lab.probe(n) for n in ("hook", "spec")}
+        lab.reload()
+        after = {n: lab.probe(n) for n in ("hook", "spec")}
+    for n in before:
+        print(f"{n}: {before[n]} -> {after[n]}")
+    print(", ".join(f"{k} {v:.2f} s" for k, v in lab.timings.items()))
+    return 0 if (before, after) == ({"hook": "ENXIO", "spec": "ENXIO"}, {"hook": "EPERM", "spec": "ENXIO"}) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
