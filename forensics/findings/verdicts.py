@@ -21,19 +21,18 @@ How to add a cause rule:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable, NamedTuple
 
 from ..events import Coverage, Event
 from ..timeutil import human, iso_z
+from .requester import REQUESTER_LOOKAHEAD, REQUESTER_LOOKBACK, cite, describe_requester, requester
+
+__all__ = ["CONFIRMED", "INFERRED", "EXCLUDED", "UNDETERMINED", "Cause", "Window", "Evidence", "RULES", "TITLES",
+           "REQUESTER_LOOKAHEAD", "REQUESTER_LOOKBACK", "cite", "covers", "gap_sentence", "describe_requester",
+           "requester", "daemon_reload", "package_transaction", "reboot"]
 
 CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded", "undetermined"
-#: how far before a reload without a caller line we look for what requested it
-REQUESTER_LOOKBACK = timedelta(seconds=300)
-#: and how far after it (the requester's own line can be logged just after PID 1's)
-REQUESTER_LOOKAHEAD = timedelta(seconds=2)
-#: dpkg actions that run maintainer scripts (and with them ``systemctl daemon-reload``)
-SCRIPTED_ACTIONS = {"install", "upgrade", "configure", "remove", "purge", "trigproc"}
 
 
 @dataclass
@@ -75,13 +74,6 @@ class Evidence:
     preconditions: dict = field(default_factory=dict)
     node: dict = field(default_factory=dict)
     boots: list[Event] = field(default_factory=list)
-
-
-def cite(e: Event) -> dict:
-    """The evidence record for an event: where it is in the bundle, when, and what it says."""
-    d = {"at": iso_z(e.at), "source": e.source, "kind": e.kind, "summary": e.summary}
-    d.update(e.evidence)
-    return d
 
 
 def _in(events: list[Event], kind: str, start: datetime, end: datetime) -> list[Event]:
@@ -126,9 +118,17 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
                      f"does not hold.", evidence=[cite(e) for e in reloads], gaps=gaps)
     if reloads:
         first = reloads[0]
-        req = requester(first, events)
-        more = f" ({len(reloads)} reloads in the window; the first one revokes the device rules)" \
-            if len(reloads) > 1 else ""
+        asked = [requester(r, events) for r in reloads]
+        req = asked[0]
+        more = ""
+        cited = [cite(e) for e in reloads]
+        if len(reloads) > 1:  # each reload is cited with its own requester; the first is the one reported
+            each = "; ".join(f"{iso_z(r.at)} (line {r.evidence.get('line')}), {describe_requester(q)}"
+                             for r, q in zip(reloads, asked))
+            more = (f" ({len(reloads)} reloads in the window; the first one revokes the device rules, so it is the "
+                    f"one reported, and each later one rebuilds the same rules: {each})")
+            for c, q in zip(cited, asked):
+                c["requested_by"] = {k: v for k, v in q.items() if k != "_evidence"}
         by = describe_requester(req)
         if j and j.start and j.start > start:
             more += (f"; the journal starts only at {human(j.start)}, so an earlier reload in the window "
@@ -136,7 +136,7 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
         return Cause("daemon-reload", CONFIRMED,
                      f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
                      f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.{pre_note}",
-                     at=first.at, requested_by=req, evidence=[cite(e) for e in reloads] + req.pop("_evidence", []),
+                     at=first.at, requested_by=req, evidence=cited + req.pop("_evidence", []),
                      gaps=gaps)
     if j is None or j.start is None:
         return Cause("daemon-reload", UNDETERMINED, "No journal could be read, so no source can show or rule "
@@ -152,75 +152,6 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
     return Cause("daemon-reload", INFERRED,
                  f"PID 1 logged no reload in the part of the window the journal covers, but {hole}; "
                  f"a reload there fits the symptom.{pre_note}", gaps=gaps)
-
-
-def requester(reload: Event, events: list[Event]) -> dict:
-    """Who asked for ``reload``: the caller line when systemd logged one (``basis: caller-line``),
-    else the most specific activity in the :data:`REQUESTER_LOOKBACK` before it (``basis:
-    inferred``, with that activity as ``_evidence``), else ``basis: unknown``."""
-    a = reload.attrs
-    if a.get("requester_pid") is not None:
-        return {"unit": a.get("requester_unit"), "pid": a.get("requester_pid"), "comm": a.get("requester_comm"),
-                "basis": "caller-line", "_evidence": []}
-    lo, hi = reload.at - REQUESTER_LOOKBACK, reload.at + REQUESTER_LOOKAHEAD
-    near = [e for e in events if lo <= e.at <= hi and e is not reload]
-    sighup = [e for e in near if e.kind == "journal.sighup"]
-    if sighup:
-        s = sighup[-1]
-        return {"unit": None, "pid": s.attrs.get("sender_pid"), "comm": s.attrs.get("sender_comm"),
-                "basis": "caller-line", "_evidence": [cite(s)]}
-    for pick in (_sudo_systemctl, _dpkg_script, _apt_transaction, _unattended, _unit_activity):
-        found = pick(near, reload)
-        if found:
-            who, ev = found
-            who.update({"basis": "inferred", "_evidence": [cite(ev)],
-                        "inferred_from": f"{ev.summary} at {iso_z(ev.at)}, {int((reload.at - ev.at).total_seconds())} s before the reload"})
-            return who
-    return {"unit": None, "pid": None, "comm": None, "basis": "unknown", "_evidence": []}
-
-
-def _sudo_systemctl(near, _r):
-    for e in reversed(near):
-        msg = e.attrs.get("message") or ""
-        if e.kind == "journal.requester" and e.attrs.get("identifier") == "sudo" and "systemctl" in msg:
-            return {"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"), "comm": "sudo"}, e
-
-
-def _dpkg_script(near, _r):
-    for e in reversed(near):
-        if e.kind == "package.dpkg-action" and e.attrs.get("action") in SCRIPTED_ACTIONS:
-            return {"unit": None, "pid": None, "comm": "dpkg", "package": e.attrs.get("package")}, e
-
-
-def _apt_transaction(near, r):
-    for e in reversed(near):
-        if e.kind == "package.transaction":
-            return {"unit": None, "pid": None, "comm": "apt", "command": e.attrs.get("command")}, e
-
-
-def _unattended(near, r):
-    for e in reversed(near):
-        if e.kind == "package.unattended-run":
-            return {"unit": "apt-daily-upgrade.service", "pid": None, "comm": "unattended-upgrade"}, e
-
-
-def _unit_activity(near, r):
-    for e in reversed(near):
-        if e.kind in ("journal.requester", "journal.unit") and (e.attrs.get("unit") or e.attrs.get("identifier")):
-            return {"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"),
-                    "comm": e.attrs.get("comm") or e.attrs.get("identifier")}, e
-
-
-def describe_requester(req: dict | None) -> str:
-    """One clause for the report: 'requested by snapd.service (PID 48211, systemctl)'."""
-    if not req or req.get("basis") == "unknown":
-        return "what requested it is unknown (systemd logged no caller and nothing ran just before)"
-    name = req.get("unit") or req.get("package") and f"dpkg ({req['package']})" or req.get("comm") or "unknown"
-    detail = ", ".join(x for x in [f"PID {req['pid']}" if req.get("pid") else "", req.get("comm") or ""] if x)
-    text = f"requested by {name}" + (f" ({detail})" if detail and req.get("unit") else "")
-    if req.get("basis") == "inferred":
-        text += f" (inferred: {req.get('inferred_from')})"
-    return text
 
 
 def package_transaction(window: Window, ev: Evidence) -> Cause:
