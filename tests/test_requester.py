@@ -112,3 +112,29 @@ def test_a_sudo_line_is_credited_to_the_reload_after_it_not_to_a_later_one():
     assert "1 s before the reload" in c.requested_by["inferred_from"]
     second = [e for e in c.evidence if e["kind"] == "journal.reload"][1]
     assert second["requested_by"]["basis"] == "unknown"
+
+
+def test_on_252_a_timers_service_and_an_ssh_session_around_the_reload_are_kept_and_ranked(tmp_path):
+    """systemd 252's lines for an ssh session scope opened a minute before (still open) and a timer's
+    oneshot service running across the reload (names no selection rule knows): both are collected and
+    ranked, the short run first; a unit that stopped before the reload is no candidate."""
+    done = "39f53479d3a045ac8e11786248231fbf"
+    c = reload_cause(
+        tmp_path,
+        pid1(T0 - timedelta(seconds=61), "Started session-3.scope - Session 3 of User ops.",
+             func="job_emit_done_message", UNIT="session-3.scope", JOB_TYPE="start", JOB_RESULT="done", MESSAGE_ID=done),
+        pid1(T0 - timedelta(seconds=20), "Stopped backup-old.service - Old backup.", func="job_emit_done_message",
+             UNIT="backup-old.service", JOB_TYPE="stop", JOB_RESULT="done", MESSAGE_ID="9d1aaa27d60140bd96365438aad20286"),
+        pid1(T0 - 2_104_000 * US, "Starting fleet-sync.service - Sync fleet units...", func="job_emit_start_message",
+             UNIT="fleet-sync.service", JOB_TYPE="start", MESSAGE_ID="7d4958e842da4a758f6c1cdc7b36dcc5"),
+        pid1(T0, "Reloading."),
+        pid1(T0 + 410_000 * US, "fleet-sync.service: Deactivated successfully.", func="unit_log_success",
+             UNIT="fleet-sync.service", MESSAGE_ID="7ad2d189f7e94e70a38c781354912448"),
+        pid1(T0 + 412_000 * US, "Finished fleet-sync.service - Sync fleet units.", func="job_emit_done_message",
+             UNIT="fleet-sync.service", JOB_TYPE="start", JOB_RESULT="done", MESSAGE_ID=done))
+    rb = c.requested_by
+    assert (rb["unit"], rb["basis"]) == ("fleet-sync.service", "inferred")
+    assert [(x["unit"], x["why"]) for x in rb["candidates"]] == [
+        ("fleet-sync.service", "fleet-sync.service started 2.1 s before the reload and stopped 0.41 s after it"),
+        ("session-3.scope", "session-3.scope started 61 s before the reload and had not stopped by the last entry read")]
+    assert "other candidates: session-3.scope started 61 s before the reload" in c.reason

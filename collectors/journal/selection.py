@@ -3,8 +3,8 @@ that holds what they keep.
 
 :func:`select` runs the rules of :data:`RULES` over a source of :mod:`collectors.journal.reader`:
 PID 1's manager and unit lines (what they say is in :mod:`collectors.journal.wording`), the
-requester's entries in a window of :data:`BEFORE_US` before to :data:`AFTER_US` after each reload
-(:func:`windows`), NVML/CUDA errors and healthy kubelet probe lines, and the first and last entry
+requester's entries and every unit's start/stop lines in a window of :data:`BEFORE_US` before to
+:data:`AFTER_US` after each reload (:func:`windows`), NVML/CUDA errors and healthy kubelet probe lines, and the first and last entry
 of each boot and of the journal. The kept entries go to a :class:`Spool` on disk, so memory hardly
 grows with the journal. Nothing here touches the host or the bundle but through the source and the
 spool's file.
@@ -160,6 +160,11 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
                     and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
                 continue
             keep("requester")
+        # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
+        # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
+        for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):
+            if text(e.get("UNIT")) and unit_action(text(e.get("MESSAGE")), text(e.get("MESSAGE_ID"))):
+                keep("unit")
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
     for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
