@@ -428,3 +428,17 @@ def test_aero_faas_node_exposes_new_gpu_pods(real_inputs, tmp_path):
     assert exp["new_pods_exposed"] is True
     assert '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]' \
         in changes(exp)
+
+
+def test_on_cgroup_v2_a_broken_container_cites_the_device_programs_of_its_scope(tmp_path):
+    """No devices.list on v2: the reason names the programs bpftool listed on the scope (as the lab's hook
+    container shows them after a real reload: the hook's replacement and systemd's fresh sd_devices)."""
+    c = container("f2", pod="trainer-5", hooks={"prestart": [LEGACY_HOOK]}, drop_in=BASE_DROPIN,
+                  probe={"/dev/nvidiactl": "EPERM", "/dev/nvidia0": "EPERM", "/dev/nvidia-uvm": "EPERM"})
+    c["cgroup"]["bpf"] = [{"id": 453, "name": "lab_gpu_repl", "loaded_at": "2025-03-14T09:00:01Z"},
+                          {"id": 470, "name": "sd_devices", "loaded_at": "2026-09-02T04:05:13Z"}]
+    [f] = assess(node(tmp_path), [c], None)["containers"]
+    assert f["broken"] is True
+    assert ("gives EPERM: access already revoked; the device programs attached to its scope (cgroup v2, bpftool): "
+            "lab_gpu_repl (id 453, loaded 2025-03-14T09:00:01Z), sd_devices (id 470, loaded 2026-09-02T04:05:13Z); "
+            "a device is allowed only when every attached program allows it") in f["reason"]

@@ -186,12 +186,24 @@ def _container(c: dict, ctx: _Context) -> dict:
     denied = [f"{p} ({M}:{m})" for M, m, p in used if rules is not None and not _rules_allow(rules, M, m)]
     if inside and eperm:
         row["broken"] = True
-        reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked")
+        reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked"
+                       + _programs(cg.get("bpf") if cg.get("version") == 2 else None))
     if denied:
         row["broken"] = True
         reasons.append(f"devices.list no longer allows {', '.join(denied)}")
     row["reason"] = "; ".join(reasons) + "."
     return row
+
+
+def _programs(progs) -> str:
+    """cgroup v2 has no devices.list: the evidence is the device programs attached to the scope (bpftool's
+    ``cgroup show``, collectors/containers/cgroup.py), cited by name, id and load time."""
+    if not isinstance(progs, list) or not progs:
+        return ""
+    each = ", ".join(f"{p.get('name') or 'unnamed'} (id {p.get('id')}"
+                     + (f", loaded {p['loaded_at']})" if p.get("loaded_at") else ")") for p in progs)
+    return (f"; the device programs attached to its scope (cgroup v2, bpftool): {each}; a device is allowed "
+            "only when every attached program allows it")
 
 
 def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: _Context) -> None:
