@@ -87,17 +87,36 @@ def test_units_whose_run_brackets_the_reload_are_ranked_candidates_and_no_other_
         unit(r - 0.2 * s, "run-u42.service", "started"), unit(r + 0.4 * s, "run-u42.service", "deactivated"),
         unit(r - 1.2 * s, "nvidia-dcgm.service", "started"), unit(r + 3 * s, "nvidia-dcgm.service", "stopped"),
         unit(r + 0.1 * s, "kubelet.service", "started"),                                    # began after it
+        unit(r - 2 * s, "kubepods-besteffort-pod0d3f.slice", "started"),                    # runs nothing itself
+        unit(r - 0.9 * s, "containerd.service", "started"),                                 # a daemon that runs on
+        unit(r - 1 * s, "cri-containerd-5414425b6832c90b.scope", "started"),                # a pod's container
         reload("2026-09-02T04:05:13")], key=lambda e: e.at)
     c = daemon_reload(Window(r - 10 * s, r + 20 * s), Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00")), PRE))
     rb = c.requested_by
-    assert [x["unit"] for x in rb["candidates"]] == ["run-u42.service", "nvidia-dcgm.service", "session-3.scope"]
+    assert [x["unit"] for x in rb["candidates"]] == ["run-u42.service", "nvidia-dcgm.service", "session-3.scope",
+                                                     "containerd.service"]
     assert rb["unit"] == "run-u42.service" and rb["basis"] == "inferred"
     assert [x["why"] for x in rb["candidates"]] == [
         "run-u42.service started 0.2 s before the reload and stopped 0.4 s after it",
         "nvidia-dcgm.service started 1.2 s before the reload and stopped 3 s after it",
-        "session-3.scope started 120 s before the reload and had not stopped by the last entry read"]
+        "session-3.scope started 120 s before the reload and logged no stop in the window",
+        "containerd.service started 0.9 s before the reload and logged no stop in the window"]
     assert all(x["basis"] == "inferred" and x["evidence"] for x in rb["candidates"])
     assert "other candidates: nvidia-dcgm.service started 1.2 s before" in c.reason
+
+
+def test_a_daemon_started_just_before_and_running_on_is_listed_but_not_named_the_requester():
+    """A plain ``systemctl daemon-reload`` from a shell outside any unit, a second after containerd
+    (re)started: containerd ran across the reload but is no requester; the cause says unknown and lists it."""
+    r = T("2026-09-02T04:05:13")
+    ev = [unit(r - timedelta(seconds=0.88), "containerd.service", "started"), reload("2026-09-02T04:05:13")]
+    c = daemon_reload(Window(r - timedelta(seconds=10), r + timedelta(seconds=20)),
+                      Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00")), PRE))
+    rb = c.requested_by
+    assert (rb["unit"], rb["basis"]) == (None, "unknown")
+    assert [x["unit"] for x in rb["candidates"]] == ["containerd.service"]
+    assert ("what requested it is unknown (systemd logged no caller and no unit ran just for it); running across "
+            "it: containerd.service started 0.88 s before the reload and logged no stop in the window") in c.reason
 
 
 def test_a_sudo_line_is_credited_to_the_reload_after_it_not_to_a_later_one():
@@ -136,5 +155,5 @@ def test_on_252_a_timers_service_and_an_ssh_session_around_the_reload_are_kept_a
     assert (rb["unit"], rb["basis"]) == ("fleet-sync.service", "inferred")
     assert [(x["unit"], x["why"]) for x in rb["candidates"]] == [
         ("fleet-sync.service", "fleet-sync.service started 2.1 s before the reload and stopped 0.41 s after it"),
-        ("session-3.scope", "session-3.scope started 61 s before the reload and had not stopped by the last entry read")]
+        ("session-3.scope", "session-3.scope started 61 s before the reload and logged no stop in the window")]
     assert "other candidates: session-3.scope started 61 s before the reload" in c.reason

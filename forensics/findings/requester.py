@@ -27,6 +27,11 @@ SCRIPTED_ACTIONS = {"install", "upgrade", "configure", "remove", "purge", "trigp
 #: journal.unit actions (collectors/journal/wording.py) that begin a unit's run, and that end it
 RUN_STARTS = ("starting", "started")
 RUN_ENDS = ("stopped", "deactivated", "finished", "failed")
+#: only a service or a scope runs processes (a slice, target, mount, socket or timer runs none itself)
+RUNS_PROCESSES = (".service", ".scope")
+#: the scopes container runtimes make for each container under the systemd cgroup driver (containerd,
+#: Docker, CRI-O and its conmon, Podman): they start with pods, run the pod's processes, not the node's tooling
+CONTAINER_SCOPES = ("cri-containerd-", "docker-", "crio-", "libpod-")
 #: reload event kinds: each is a reload of its own, with its own requester
 RELOAD_KINDS = ("journal.reload", "journal.reexec")
 
@@ -87,8 +92,9 @@ def requester(reload: Event, events: list[Event]) -> dict:
     the cited events of the requester, for the cause's evidence (the caller pops it). Candidates, best
     first: a ``sudo`` line running ``systemctl``, a dpkg action that runs maintainer scripts, an apt
     transaction, an unattended-upgrades run, then the units whose run brackets the reload (the shorter
-    the run, and for one still running the later its start, the better), then a requester unit's own
-    lines.
+    the run, and for a scope still open the later its start, the better), then a requester unit's own
+    lines, then the services that started before it and logged no stop. When only such services are
+    found, ``basis`` stays ``unknown`` and they are listed in ``candidates``.
     """
     a = reload.attrs
     if a.get("requester_pid") is not None:
@@ -111,14 +117,15 @@ def requester(reload: Event, events: list[Event]) -> dict:
     found = (_sudo_systemctl(since_prev, reload) + _dpkg_script(before, reload) + _apt_transaction(before, reload)
              + _unattended(before, reload) + _bracketing_units(events, reload) + _unit_lines(since_prev + after, reload))
     candidates, seen = [], set()
-    for who, why, evs in found:
+    for who, why, evs in found + _bracketing_units(events, reload, open_services=True):
         key = who.get("unit") or (who.get("comm"), who.get("package"), who.get("command"))
         if key in seen:
             continue
         seen.add(key)
         candidates.append({**who, "basis": "inferred", "why": why, "evidence": [cite(e) for e in evs]})
-    if not candidates:
-        return {"unit": None, "pid": None, "comm": None, "basis": "unknown", "_evidence": []}
+    if not found:  # none, or only services that started before it and run on: daemons, not a requester
+        out = {"unit": None, "pid": None, "comm": None, "basis": "unknown", "_evidence": []}
+        return {**out, "candidates": candidates} if candidates else out
     top = {k: v for k, v in candidates[0].items() if k not in ("why", "evidence")}
     return {**top, "inferred_from": candidates[0]["why"], "candidates": candidates,
             "_evidence": list(candidates[0]["evidence"])}
@@ -149,22 +156,31 @@ def _unattended(near, r):
             for e in reversed(near) if e.kind == "package.unattended-run"]
 
 
-def _bracketing_units(events, r):
-    """The units whose run brackets ``r``, best first: finished runs by their length, then those still
-    running by how late they started."""
+def _bracketing_units(events, r, open_services: bool = False):
+    """The units whose run brackets ``r``, best first: finished runs by their length, then scopes (a
+    session) still open by how late they started; with ``open_services``, only the services still
+    running instead (a daemon that started before the reload and runs on: the weakest candidates, never
+    the requester alone). Only services and scopes run processes; a container's scope
+    (:data:`CONTAINER_SCOPES`) is none: pods start around reloads all the time."""
     found = []
     for unit, start, end in unit_runs(events):
-        if start is None or start.at > r.at or (end is not None and end.at < r.at):
+        if start is None or start.at > r.at or (end is not None and end.at < r.at) or not _may_ask(unit):
+            continue
+        if open_services != (end is None and unit.endswith(".service")):
             continue
         began = f"{unit} started {relative(start.at, r.at)}"
         if end is None:
-            why = f"{began} and had not stopped by the last entry read"
+            why = f"{began} and logged no stop in the window"
             rank = (1, r.at - start.at)
         else:
             why = f"{began} and {_ended(end)} {relative(end.at, r.at, 'it')}"
             rank = (0, end.at - start.at)
         found.append((rank, ({"unit": unit, "pid": None, "comm": None}, why, [start] + ([end] if end else []))))
     return [c for _, c in sorted(found, key=lambda x: x[0])]
+
+
+def _may_ask(unit: str) -> bool:
+    return unit.endswith(RUNS_PROCESSES) and not unit.startswith(CONTAINER_SCOPES)
 
 
 def _ended(e: Event) -> str:
@@ -177,21 +193,28 @@ def _unit_lines(near, r):
             for e in reversed(near) if e.kind == "journal.requester" and (e.attrs.get("unit") or e.attrs.get("identifier"))]
 
 
-def describe_requester(req: dict | None) -> str:
+def describe_requester(req: dict | None, others: bool = True) -> str:
     """One clause for the report: 'requested by snapd.service (PID 48211, systemctl)', or for an inferred
-    requester 'requested by X (inferred: why)', naming the other candidates when there are some."""
+    requester 'requested by X (inferred: why)', naming the other candidates when there are some (and
+    ``others``)."""
+    rest = (req or {}).get("candidates") or []
     if not req or req.get("basis") == "unknown":
-        return "what requested it is unknown (systemd logged no caller and nothing ran just before)"
+        if not rest:
+            return "what requested it is unknown (systemd logged no caller and nothing ran just before)"
+        return ("what requested it is unknown (systemd logged no caller and no unit ran just for it); running "
+                f"across it: {_listed(rest)}" if others else "what requested it is unknown")
     name = _name(req)
     detail = ", ".join(x for x in [f"PID {req['pid']}" if req.get("pid") else "", req.get("comm") or ""] if x)
     text = f"requested by {name}" + (f" ({detail})" if detail and req.get("unit") else "")
     if req.get("basis") == "inferred":
         text += f" (inferred: {req.get('inferred_from')})"
-        rest = (req.get("candidates") or [])[1:]
-        if rest:
-            text += f"; other candidates: {'; '.join(c['why'] for c in rest[:3])}"
-            text += f" and {len(rest) - 3} more" if len(rest) > 3 else ""
+        if others and rest[1:]:
+            text += f"; other candidates: {_listed(rest[1:])}"
     return text
+
+
+def _listed(cands: list[dict], most: int = 3) -> str:
+    return "; ".join(c["why"] for c in cands[:most]) + (f" and {len(cands) - most} more" if len(cands) > most else "")
 
 
 def _name(req: dict) -> str:

@@ -123,7 +123,7 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
         more = ""
         cited = [cite(e) for e in reloads]
         if len(reloads) > 1:  # each reload is cited with its own requester; the first is the one reported
-            each = "; ".join(f"{iso_z(r.at)} (line {r.evidence.get('line')}), {describe_requester(q)}"
+            each = "; ".join(f"{iso_z(r.at)} (line {r.evidence.get('line')}), {describe_requester(q, others=False)}"
                              for r, q in zip(reloads, asked))
             more = (f" ({len(reloads)} reloads in the window; the first one revokes the device rules, so it is the "
                     f"one reported, and each later one rebuilds the same rules: {each})")
