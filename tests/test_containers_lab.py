@@ -1,5 +1,13 @@
-"""The container lab (tests/lab.py): real containerd and runc, a legacy-hook container and a spec
-container, a reload that rebuilds their device rules from the spec, and hostile containers.
+"""The container lab (tests/lab.py): real containerd and runc (the cgroupfs driver, no systemd), a
+legacy-hook container and a spec container, and hostile containers.
+
+What a real ``daemon-reload`` does to these containers (probe ENXIO -> EPERM for the hook one,
+device rules before and after, systemd's drop-ins, the probe's events and report in the bundle) is
+tested on a real systemd in tests/test_syslab.py and tests/test_syslab_e2e.py, no longer with this
+lab's reload stand-in. What stays here is what that lab does not do: a runtime wrapper that adds the
+hook to the on-disk config.json only (containerd's view lacks it), the cgroupfs driver's records,
+redaction of planted secrets, hostile /dev content (links, fifos, sockets, undecodable names), the
+probe child's own re-checks, and a dead container.
 
 These tests need root, cgroup v1's devices controller and the Debian packages containerd, runc and
 busybox-static (scripts/lab-deps.sh). A machine without them FAILS here, on purpose: the lab is the
@@ -44,12 +52,12 @@ def _bundle_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())
 
 
-def test_legacy_hook_container_loses_gpu_on_reload_spec_container_keeps_it(lab, tmp_path):
+def test_legacy_hook_and_spec_containers_are_recorded_under_the_cgroupfs_driver(lab, tmp_path):
     a = lab.run("gflab-legacy", legacy=True,
                 env=["NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all", f"DB_PASSWORD={SECRET}",
                      f"MIRROR=https://bob:{URL_PASS}@mirror.example/repo"],
                 annotations={"example.com/api-token": TOKEN})
-    b = lab.run("gflab-spec", gpu_in_spec=True, env=["NVIDIA_VISIBLE_DEVICES=0", f"OTHER={SECRET}"])
+    lab.run("gflab-spec", gpu_in_spec=True, env=["NVIDIA_VISIBLE_DEVICES=0", f"OTHER={SECRET}"])
 
     bundle, reading, recs = _collect(lab, tmp_path, "before")
     ra, rb = recs["gflab-legacy"], recs["gflab-spec"]
@@ -98,28 +106,6 @@ def test_legacy_hook_container_loses_gpu_on_reload_spec_container_keeps_it(lab, 
     assert created["gflab-legacy"].evidence == {"artifact": "containers/k8s.io/gflab-legacy/record.json"}
     probes = {(e.attrs["id"], e.attrs["path"]): e.attrs["result"] for e in reading.events if e.kind == "container.probe"}
     assert probes[("gflab-legacy", "/dev/nvidiactl")] == "ENXIO"
-
-    # the reload: rules rebuilt from the spec (runc's merge of resources.devices and its defaults)
-    spec_rules = json.loads((a.bundle / "config.json").read_text())["linux"]["resources"]["devices"]
-    runc_rules = lab.runc_state(a)["config"]["cgroups"]["devices"]
-    assert [(r["allow"], r.get("access")) for r in spec_rules] == \
-        [(r["allow"], r["permissions"]) for r in runc_rules[:len(spec_rules)]]
-    lab.reload(a)
-    lab.reload(b)
-
-    bundle2, reading2, recs2 = _collect(lab, tmp_path, "after")
-    ra2, rb2 = recs2["gflab-legacy"], recs2["gflab-spec"]
-    assert ra2["probe"] == {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"}
-    assert rb2["probe"] == {"/dev/nvidia0": "ENXIO", "/dev/nvidiactl": "ENXIO"}
-    assert not any(r["major"] == 195 for r in ra2["cgroup"]["rules"])
-    assert {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rw"} in rb2["cgroup"]["rules"]
-    assert bundle2.path("containers/k8s.io/gflab-legacy/devices.list").read_text().count("195") == 0
-    probes2 = {(e.attrs["id"], e.attrs["path"]): e.attrs["result"] for e in reading2.events
-               if e.kind == "container.probe"}
-    assert probes2[("gflab-legacy", "/dev/nvidia0")] == "EPERM"
-    assert probes2[("gflab-spec", "/dev/nvidia0")] == "ENXIO"
-    report = json.loads(bundle2.path("containers/k8s.io/gflab-legacy/probe.json").read_text())
-    assert report["timed_out"] is False and report["exit"] == 0
 
     # without --probe nothing is opened and every result says so
     _, _, recs3 = _collect(lab, tmp_path, "noprobe", probe_on=False)

@@ -1,11 +1,15 @@
-"""The reload drill (forensics/ops/drill.py) in the container lab (tests/lab.py): real containerd and runc,
-the hook-injected container A, the spec container B, and the lab's reload stand-in, which rebuilds
-every lab container's device rules from its spec the way systemd does on daemon-reload.
+"""The reload drill (forensics/ops/drill.py): its refusals, and its fresh probe container in the
+container lab (tests/lab.py: real containerd and runc, the cgroupfs driver, and the lab's reload
+stand-in, which rebuilds every lab container's device rules from its spec the way systemd does).
 
-The drill's real reload (``systemctl daemon-reload``) is tested only on a real node: here it is
-always replaced by the stand-in through ``--reload-command``. Like test_containers_lab.py, these
-tests need root, cgroup v1's devices controller and containerd, runc and busybox-static, and fail
-(not skip) without them.
+The drill's live path (a real ``systemctl daemon-reload``: the hook-injected container still exposed,
+the spec one fixed, one that already lost its GPU refused) runs on a real systemd in
+tests/test_syslab_e2e.py, on cgroup v1 and v2. What stays here is what that lab cannot do: the
+fresh probe container needs a runtime binary that injects the legacy hook itself
+(``--runtime-binary``: the stand-in lab's nvidia-container-runtime wrapper; the systemd lab puts
+its hook into the spec it gives ctr), and its start and removal through ``ctr``. Like
+test_containers_lab.py, these tests need root, cgroup v1's devices controller and containerd, runc
+and busybox-static, and fail (not skip) without them.
 """
 from __future__ import annotations
 
@@ -64,46 +68,6 @@ def test_refuses_when_no_gpu_container_can_be_used(tmp_path, capsys):
     assert "no GPU container the test can use" in capsys.readouterr().err
     assert not marker.exists()  # refused before the reload
     assert json.loads((tmp_path / "d/drill.json").read_text())["verdict"] == "inconclusive"
-
-
-def test_lab_drill_hook_container_still_exposed_spec_container_fixed(lab, tmp_path):  # noqa: F811
-    lab.run("gfdrill-legacy", legacy=True, env=["NVIDIA_VISIBLE_DEVICES=all"])
-    lab.run("gfdrill-spec", gpu_in_spec=True, env=["NVIDIA_VISIBLE_DEVICES=0"])
-
-    # a named container that does not exist: refused before any reload
-    rc, _ = _drill(lab, tmp_path / "none", "--container", "gfdrill-missing")
-    assert rc == 2
-
-    rc, rep = _drill(lab, tmp_path / "both")
-    rows = {r["id"]: r for r in rep["containers"]}
-    assert rc == 4 and rep["verdict"] == "still exposed"
-    a, b = rows["gfdrill-legacy"], rows["gfdrill-spec"]
-    assert a["verdict"] == "still exposed" and b["verdict"] == "fixed"
-    # the evidence: A's open() went from ENXIO (cgroup allowed, no driver) to EPERM; B's did not
-    assert a["probe_before"] == {"/dev/nvidia0": "ENXIO", "/dev/nvidiactl": "ENXIO"}
-    assert a["probe_after"] == {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"}
-    assert b["probe_after"] == {"/dev/nvidia0": "ENXIO", "/dev/nvidiactl": "ENXIO"}
-    assert "c 195:0 rw" in a["rules_before"] and "c 195:0 rw" not in a["rules_after"]
-    assert "c 195:0 rw" in b["rules_after"]
-    assert a["prestart_hooks"] and a["spec_gpu_devices"] == []
-    assert b["prestart_hooks"] == [] and "/dev/nvidia0" in b["spec_gpu_devices"]
-    assert rep["reload"]["exit"] == 0 and "reloaded gfdrill-legacy" in rep["reload"]["output"]
-    assert rep["live_systemd"] is False and "only on a real node" in rep["note"]
-    # the before/after bundles are ordinary bundles: verifiable, with the on-disk spec and devices.list
-    from forensics.bundle import verify
-    for side in ("before", "after"):
-        assert verify(rep[side]) == []
-        assert Path(rep[side], "containers/k8s.io/gfdrill-legacy/config.json").is_file()
-        assert Path(rep[side], "containers/k8s.io/gfdrill-legacy/devices.list").is_file()
-
-    rc, rep = _drill(lab, tmp_path / "spec", "--container", "gfdrill-spec")
-    assert (rc, rep["verdict"]) == (0, "fixed")
-    assert [r["id"] for r in rep["containers"]] == ["gfdrill-spec"]
-
-    # A already lost its GPU: a drill on it cannot show anything
-    rc, rep = _drill(lab, tmp_path / "again", "--container", "gfdrill-legacy")
-    assert rc == 2  # nothing got past the device cgroup before the reload: not a usable container
-    assert not (tmp_path / "again/after").exists()
 
 
 def test_lab_drill_on_a_fresh_hook_injected_probe_container(lab, tmp_path):  # noqa: F811

@@ -7,14 +7,14 @@ one real reload, and the tests assert on those records. A lab that cannot start 
 the hybrid host layout for v1, and scripts/lab-deps.sh): skipping would hide that the mechanism went
 untested. A watchdog takes every lab down after :data:`LAB_DEADLINE_S`, so a hung lab cannot hang CI,
 and each teardown asserts that nothing is left (process, cgroup).
+
+The tool itself on this lab (``run --probe`` before and after a requester's reload, the /dev/char trap,
+the drill's live reload) is in tests/test_syslab_e2e.py, which uses :func:`_lab` and :func:`_close`.
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -115,27 +115,6 @@ def test_device_rules_before_and_after(observed):
                                   "nogpu": ["", "sd_devices"]}
 
 
-@pytest.fixture(scope="module", params=LAYOUTS)
-def no_dev_char(request, tmp_path_factory):
-    """A lab without /dev/char/195:* links and with a persistent journal: ``(lab, before, after)``."""
-    lab, dog = _lab(tmp_path_factory, request.param, "nochar", dev_char=False, persistent_journal=True)
-    try:
-        lab.up(containers=("pause", "spec"))
-        before = lab.probe("spec")
-        lab.reload()
-        yield lab, before, lab.probe("spec")
-    finally:
-        _close(lab, dog)
-
-
-def test_without_dev_char_links_the_spec_container_loses_the_gpu_too(no_dev_char):
-    lab, before, after = no_dev_char
-    assert (before, after) == ("ENXIO", "EPERM")
-    log = lab.read(f"/run/containerd/io.containerd.runtime.v2.task/{S.NS}/{S.cid('spec')}/log.json")
-    assert "skipping device /dev/char/195:255 for systemd" in log
-    assert "195" not in lab.show("spec", "DeviceAllow")["DeviceAllow"]
-
-
 def test_volatile_journal_in_run_log_journal(observed):
     lab = observed[0]
     mid = lab.read("/etc/machine-id").strip()
@@ -144,74 +123,3 @@ def test_volatile_journal_in_run_log_journal(observed):
     assert not os.path.exists(f"{root}/var/log/journal")
     out = lab.sh("journalctl", "-q", "--no-pager", "-o", "cat", "_PID=1").stdout
     assert "Reloading." in out.splitlines()
-
-
-def test_persistent_journal_in_var_log_journal(no_dev_char):
-    lab = no_dev_char[0]
-    mid = lab.read("/etc/machine-id").strip()
-    assert os.path.exists(f"/proc/{lab.pid1()}/root/var/log/journal/{mid}/system.journal")
-    assert "Reloading." in lab.sh("journalctl", "-q", "--no-pager", "-o", "cat", "_PID=1").stdout.splitlines()
-
-
-def _pid1_reloads(lab) -> list[dict]:
-    """PID 1's ``Reloading.`` entries in the lab's journal: ``{"realtime", "source"}`` as UTC ISO times
-    (journald's receive stamp ``__REALTIME_TIMESTAMP``, PID 1's own ``_SOURCE_REALTIME_TIMESTAMP``)."""
-    out = lab.sh("journalctl", "-q", "--no-pager", "-o", "json", "_PID=1", "MESSAGE=Reloading.").stdout
-    iso = lambda us: datetime.fromtimestamp(int(us) / 1e6, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa
-    return [{"realtime": iso(e["__REALTIME_TIMESTAMP"]), "source": iso(e["_SOURCE_REALTIME_TIMESTAMP"])}
-            for e in map(json.loads, out.splitlines())]
-
-
-@pytest.fixture(scope="module", params=LAYOUTS)
-def collected(request, tmp_path_factory):
-    """A fresh lab where a transient unit named like a requester ran ``systemctl daemon-reload``, then
-    the project's ``run --probe`` ran inside as the DaemonSet would (the checkout is visible through
-    the overlay's lower layer; the bundle goes under the lab folder): ``(lab, analysis)``."""
-    lab, dog = _lab(tmp_path_factory, request.param, "e2e")
-    try:
-        lab.up()
-        lab.reload(via_unit="nvidia-driver-upgrade")
-        out = lab.folder / "out"
-        p = lab.sh("/bin/sh", "-c", f"cd {PROJECT} && {sys.executable} -m forensics.ops.cli run --root / --probe "
-                   f"--out {out} --time-budget 60", timeout=90, check=False)
-        assert p.returncode == 0, p.stderr[-2000:]
-        yield lab, json.loads((lab.folder / "out-report" / "analysis.json").read_text())
-    finally:
-        _close(lab, dog)
-
-
-def test_the_collector_lists_the_containers_and_their_exposure(collected):
-    _, a = collected
-    exposure = {c["container_name"]: c for c in a["exposure"]["containers"]}
-    assert a["exposure"]["systemd_cgroup"] is True
-    assert sorted(exposure) == ["hook", "nogpu", "pause", "spec"]
-    assert {c["id"] for c in exposure.values()} == {S.cid(n) for n in exposure}
-    hook, spec = exposure["hook"], exposure["spec"]
-    assert (hook["gpu_injection"], hook["at_risk"], hook["broken"], hook["probe"]) == ("hook", True, True, "EPERM")
-    assert (spec["gpu_injection"], spec["at_risk"], spec["broken"], spec["probe"]) == ("spec", False, False, "ENXIO")
-    assert hook["not_reapplied"] == ["/dev/nvidia0 (195:0)", "/dev/nvidiactl (195:255)"]
-    assert hook["cgroup_driver"] == spec["cgroup_driver"] == "systemd"
-
-
-def test_the_collector_confirms_the_reload_at_pid1s_time(collected):
-    lab, a = collected
-    reloads = [c for i in a["incidents"] for c in i["causes"] if c["kind"] == "daemon-reload"]
-    assert [c["verdict"] for c in reloads] == ["confirmed"]
-    (logged,) = _pid1_reloads(lab)
-    assert reloads[0]["at"] == logged["realtime"]       # journald's stamp; PID 1's own is a few µs earlier
-    assert reloads[0]["requested_by"]["unit"] == "nvidia-driver-upgrade.service"
-    assert reloads[0]["requested_by"]["basis"] == "inferred"
-
-
-def test_the_collector_keeps_the_device_rules_of_each_scope(collected):
-    lab, a = collected
-    rec = json.loads((lab.folder / "out" / "containers" / S.NS / S.cid("hook") / "record.json").read_text())
-    cg = rec["cgroup"]
-    assert (cg["driver"], cg["version"]) == ("systemd", 1 if lab.layout == "v1" else 2)
-    assert cg["path"] == lab.cgroup_dir("hook")
-    assert cg["systemd_drop_in"]["policy"] == "strict" and "/dev/char/1:3 rwm" in cg["systemd_drop_in"]["allow"]
-    if lab.layout == "v1":
-        assert not [r for r in cg["rules"] if r["major"] == 195] and {"major": 1, "minor": 3, "type": "c",
-                                                                       "access": "rwm", "allow": True} in cg["rules"]
-    else:
-        assert [p["name"] for p in cg["bpf"]] == ["lab_gpu_repl", "sd_devices"]

@@ -148,7 +148,10 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
             exposed = _unassessed(f"the assessment failed ({type(e).__name__}: {e})")
-        preconditions["gpu_outside_spec"] = exposed.get("gpu_outside_spec")
+        outside = exposed.get("gpu_outside_spec")
+        if outside is False and any(r.get("dev_char_missing") for r in exposed.get("containers", [])):
+            outside = True  # the /dev/char trap: a spec GPU whose rule runc left out of DeviceAllow= is revoked too
+        preconditions["gpu_outside_spec"] = outside
     broken = [r for r in exposed.get("containers", []) if r.get("broken")]
     incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz)
     tz = nf.tz

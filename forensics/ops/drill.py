@@ -11,14 +11,15 @@ takes a GPU away. This is the one command of the tool that changes the node: it 
    state, the cgroup v1 ``devices.list`` or v2 device programs, systemd's ``DeviceAllow=`` drop-in and
    the errno of ``open()`` on each GPU device node from inside the container.
 3. The reload: ``systemctl daemon-reload`` (``chroot ROOT systemctl daemon-reload`` when ``--root`` is
-   not ``/``), or ``--reload-command`` (the container lab passes its stand-in, which rebuilds device
-   rules from the spec as systemd does). The live-systemd path is tested only on a real node; the
-   automated tests use the lab's stand-in.
+   not ``/``), or ``--reload-command`` (a test stand-in). The live path runs in the tests' systemd lab
+   (tests/test_syslab_e2e.py: systemd 252 as PID 1 of a namespace, cgroup v1 and v2); the fresh probe
+   container is tested with the older container lab's stand-in reload (tests/test_drill.py).
 4. ``after/``: the same bundle again, then per container: ``still exposed`` when a device that opened
    before (``ok``, or ``ENXIO``: the cgroup allowed it, no driver answered) now gives ``EPERM``;
    ``fixed`` when every such device still opens; ``inconclusive`` otherwise (the container already
    lost its GPU before, vanished, or its probe did not run). The node's verdict is ``still exposed``
-   if any container is, else ``fixed`` if any is, else ``inconclusive``.
+   if any container is, else ``fixed`` if any is, else ``inconclusive``. The device rules are kept for
+   the comparison: cgroup v1 ``devices.list`` (``rules_*``), cgroup v2 program names (``programs_*``).
 
 Writes ``<out>/drill.json`` (``{"schema": "gpu-forensics/drill/v1", "verdict", "containers": [...],
 "reload": {...}, "before", "after"}``). Exit codes: 0 fixed, 1 inconclusive, 2 refused or usage error,
@@ -55,7 +56,8 @@ class Refused(Exception):
 
 def reload_command(root: str | os.PathLike) -> list[str]:
     """The real reload for ``root``: ``systemctl daemon-reload``, through ``chroot`` when the host's
-    root is mounted elsewhere (a pod with ``/`` at ``/host``). Tested only on a real node."""
+    root is mounted elsewhere (a pod with ``/`` at ``/host``); the ``chroot`` form is tested only on a
+    real node."""
     return ["systemctl", "daemon-reload"] if os.path.realpath(root) == "/" else \
         ["chroot", str(root), "systemctl", "daemon-reload"]
 
@@ -113,12 +115,15 @@ def pick(records: list[dict], wanted: str | None) -> list[dict]:
 
 def compare(before: dict, after: dict | None) -> dict:
     """The verdict for one container from its records before and after the reload: ``{"id", "pod",
-    "container_name", "verdict", "reason", "probe_before", "probe_after", "rules_before", "rules_after",
+    "container_name", "verdict", "reason", "probe_before", "probe_after", "rules_before", "rules_after"
+    (cgroup v1 device rules other than the default devices', or None), "programs_before", "programs_after"
+    (cgroup v2: names of the device programs on the cgroup, "" for an unnamed one, or None),
     "spec_gpu_devices", "prestart_hooks", "cgroup_driver"}``."""
     pb = gpu_targets(before)
     pa = gpu_targets(after or {})
     out = {"id": before.get("id"), "pod": before.get("pod"), "container_name": before.get("container_name"),
            "probe_before": pb, "probe_after": pa, "rules_before": _gpu_rules(before), "rules_after": _gpu_rules(after),
+           "programs_before": _programs(before), "programs_after": _programs(after),
            "spec_gpu_devices": [d.get("path") for d in before.get("linux_devices") or [] if d.get("major") == 195
                                 or str(d.get("path") or "").startswith("/dev/nvidia")],
            "prestart_hooks": [h.get("path") for h in (before.get("hooks") or {}).get("prestart") or []],
@@ -150,6 +155,11 @@ def _gpu_rules(rec: dict | None) -> list[str] | None:
     return [f"{r.get('type')} {r.get('major') if r.get('major') is not None else '*'}:"
             f"{r.get('minor') if r.get('minor') is not None else '*'} {r.get('access')}"
             for r in rules if r.get("major") not in (1, 5, 10, 136) and r.get("type") == "c"]
+
+
+def _programs(rec: dict | None) -> list[str] | None:
+    progs = ((rec or {}).get("cgroup") or {}).get("bpf")
+    return None if progs is None else [str(p.get("name") or "") for p in progs]
 
 
 def run_reload(cmd: list[str] | Callable[[], tuple[int, str]]) -> dict:
@@ -226,8 +236,8 @@ def drill(root: Path, out: Path, *, container: str | None = None, state_dirs: li
     out.mkdir(parents=True)
     report = {"schema": SCHEMA, "started": iso_z(datetime.now(timezone.utc)), "root": str(root), "verdict": INCONCLUSIVE,
               "live_systemd": reload is None,
-              "note": "the live systemctl daemon-reload path is tested only on a real node; the automated tests "
-                      "use the container lab's reload stand-in"}
+              "note": "the reload was systemd's own (systemctl daemon-reload)" if reload is None else
+                      "the reload was a stand-in command (--reload-command), not systemd's daemon-reload"}
     try:
         if fresh:
             report["fresh"] = {"id": fresh.id, "command": shlex.join(fresh.argv)}
