@@ -16,8 +16,8 @@ outlives :meth:`Lab.close`.
 - :meth:`Lab.reload` rebuilds a container's device rules from its spec, as systemd does on
   ``daemon-reload`` (and runc on a container update): ``a`` into ``devices.deny``, then runc's rules
   (the on-disk spec's ``resources.devices`` followed by runc's default allowlist, as runc recorded them
-  in ``state.json``) in order. Only tests/test_drill.py's fresh probe container still uses it; the real
-  reload is tested on a real systemd (tests/syslab.py).
+  in ``state.json``) in order. The real reload is tested on a real systemd (tests/syslab.py); this
+  stand-in stays for tests/test_redteam.py's hostile containers (a bait next to a revoked one).
 
 ``python3 tests/lab.py collect OUT --state-dir DIR [--probe]`` runs the container collector through a
 real CollectContext/BundleWriter against ``/`` (a subprocess, so that a test can put a hard time limit

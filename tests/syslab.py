@@ -16,7 +16,8 @@ devices controller in a new slice is migrated into the slice's cgroup): ``pause`
 ``hook`` (GPU nodes and allow rules from a prestart hook outside the spec, as the legacy
 nvidia-container-runtime-hook: v1 ``devices.allow``; v2 the device program replaced by a copy that
 allows the GPU, :mod:`bpfdev`), ``spec`` (``linux.devices`` + ``linux.resources.devices``),
-``nogpu``. ``/dev/char/195:*`` links exist unless ``dev_char=False``; the journal is volatile
+``nogpu``; ``<lab>/bin/nvidia-container-runtime`` is the legacy-mode runtime for containers the tool
+starts itself (it adds the same hook to the on-disk config.json). ``/dev/char/195:*`` links exist unless ``dev_char=False``; the journal is volatile
 (``/run/log/journal``) unless ``persistent_journal=True`` (``/var/log/journal``).
 
 Developer command (root; LAB is a folder of its own, its name names the lab's cgroups, so two labs
@@ -172,9 +173,10 @@ class SysLab:
             (self.folder / d).mkdir(parents=True, exist_ok=True)
         Path(self.folder, "bb/bin/busybox").write_bytes(Path("/bin/busybox").read_bytes())
         os.chmod(self.folder / "bb/bin/busybox", 0o755)
-        hook = self.folder / "bin/nvidia-container-runtime-hook"
-        hook.write_text(f"#!/bin/sh\nexec /usr/bin/python3 {HERE / 'syslab_ns.py'} hook {self.folder} \"$@\"\n")
-        hook.chmod(0o755)
+        for cmd, name in (("hook", "nvidia-container-runtime-hook"), ("runtime", "nvidia-container-runtime")):
+            (self.folder / "bin" / name).write_text(
+                f"#!/bin/sh\nexec /usr/bin/python3 {HERE / 'syslab_ns.py'} {cmd} {self.folder} \"$@\"\n")
+            (self.folder / "bin" / name).chmod(0o755)
         cgs = []
         for name, _, base in hierarchies():
             top = host_v2() if name == "unified" else Path("/sys/fs/cgroup", name)
@@ -347,6 +349,19 @@ class SysLab:
     def device_programs(self, name: str) -> list[dict]:
         """v2: the device programs on the scope (``bpftool -j cgroup show``): dicts with id, name."""
         return json.loads(self.sh("bpftool", "-j", "cgroup", "show", self.cgroup_dir(name)).stdout or "[]")
+
+    def rootfs(self, name: str, applets=("sh", "sleep", "cat")) -> Path:
+        """A busybox root file system ``<lab>/<name>`` (made if missing) with ``applets`` linked in /bin,
+        for a container started by the tool itself (``ctr run --rootfs``)."""
+        root = self.folder / name
+        for d in ("bin", "dev", "proc", "sys", "tmp"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        (root / "bin/busybox").write_bytes(Path("/bin/busybox").read_bytes())
+        (root / "bin/busybox").chmod(0o755)
+        for a in applets:
+            if not (root / "bin" / a).is_symlink():
+                (root / "bin" / a).symlink_to("busybox")
+        return root
 
     def _tail(self, log: str) -> str:
         try:

@@ -8,6 +8,9 @@
   containerd's config at their default paths, pivot_roots and execs /lib/systemd/systemd.
 - ``python3 tests/syslab_ns.py hook LAB prestart``: the legacy prestart hook (as
   nvidia-container-runtime-hook: outside the spec), OCI state on stdin.
+- ``python3 tests/syslab_ns.py runtime LAB ARGS...``: the legacy-mode nvidia-container-runtime (adds
+  that hook to the on-disk config.json on ``create``, then execs runc), for containers started by
+  the tool itself (the drill's ``--fresh-rootfs``).
 """
 from __future__ import annotations
 
@@ -147,10 +150,26 @@ def hook(lab: str) -> None:
         print(f"hook: pid={pid} cgroup={path} {note}", file=log)
 
 
+def runtime(lab: str, args: list[str]) -> None:
+    """The legacy-mode ``nvidia-container-runtime`` (NVIDIA/nvidia-container-toolkit
+    internal/modifier/stable.go): on ``create``, add the legacy hook (:func:`hook`) to the bundle's on-disk
+    config.json, then exec runc with ``args`` unchanged."""
+    if "create" in args:
+        cfg = os.path.join(args[args.index("--bundle" if "--bundle" in args else "-b") + 1], "config.json")
+        spec = json.loads(Path(cfg).read_text())
+        spec.setdefault("hooks", {}).setdefault("prestart", []).append(
+            {"path": f"{lab}/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]})
+        Path(cfg).write_text(json.dumps(spec))
+    runc = next(f"{d}/runc" for d in PATH.split(":") if os.path.exists(f"{d}/runc"))
+    os.execv(runc, ["runc", *args])
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["init"]:
         ns_init(sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5])
     elif sys.argv[1:2] == ["hook"]:
         hook(sys.argv[2])
+    elif sys.argv[1:2] == ["runtime"]:
+        runtime(sys.argv[2], sys.argv[3:])
     else:
-        sys.exit("usage: syslab_ns.py init LAYOUT DEV_CHAR PERSISTENT LAB | hook LAB prestart")
+        sys.exit("usage: syslab_ns.py init LAYOUT DEV_CHAR PERSISTENT LAB | hook LAB prestart | runtime LAB ARGS...")

@@ -4,10 +4,10 @@ legacy-hook container and a spec container, and hostile containers.
 What a real ``daemon-reload`` does to these containers (probe ENXIO -> EPERM for the hook one,
 device rules before and after, systemd's drop-ins, the probe's events and report in the bundle) is
 tested on a real systemd in tests/test_syslab.py and tests/test_syslab_e2e.py, no longer with this
-lab's reload stand-in. What stays here is what that lab does not do: a runtime wrapper that adds the
-hook to the on-disk config.json only (containerd's view lacks it), the cgroupfs driver's records,
-redaction of planted secrets, hostile /dev content (links, fifos, sockets, undecodable names), the
-probe child's own re-checks, and a dead container.
+lab's reload stand-in. What stays here is what the real lab's tests do not cover: a runtime
+wrapper that adds the hook to the on-disk config.json only (containerd's view lacks it), the
+cgroupfs driver's records, redaction of planted secrets, hostile /dev content (links, fifos,
+sockets, undecodable names), the probe child's own re-checks, and a dead container.
 
 These tests need root, cgroup v1's devices controller and the Debian packages containerd, runc and
 busybox-static (scripts/lab-deps.sh). A machine without them FAILS here, on purpose: the lab is the

@@ -14,7 +14,8 @@
   broken after.
 - ``drilled``: ``gpu-forensics drill --yes-reload-systemd``, its live ``systemctl daemon-reload``
   path: "still exposed" (exit 4) for the hook container, "fixed" (exit 0) for the spec one, refused
-  (exit 2) for a container that already lost its GPU.
+  (exit 2) for a container that already lost its GPU; and (v1) a fresh probe container the drill
+  starts itself through the lab's legacy-mode nvidia-container-runtime, removed afterwards.
 
 The requester's sentence is not asserted (its wording is the correlator's), only its unit and basis.
 Fixtures, watchdog and teardown checks are those of tests/test_syslab.py.
@@ -271,6 +272,13 @@ def test_persistent_journal_in_var_log_journal(no_dev_char):
 
 
 # -- the drill's live path -------------------------------------------------------------------------
+def _cpu_controller(lab) -> bool:
+    """Whether the lab's containers can have a cpu controller: ``ctr run`` (the drill's fresh probe
+    container) always sets cpu shares (1024), which runc cannot write into a cgroup2 without one, as
+    on a hybrid host, whose controllers are all on v1."""
+    return lab.layout == "v1" or "cpu" in (S.host_v2() / "cgroup.controllers").read_text().split()
+
+
 @pytest.fixture(scope="module", params=LAYOUTS)
 def drilled(request, tmp_path_factory):
     """``(lab, runs)``: ``runs[tag] = (exit code, drill.json or None, stderr)`` of ``drill
@@ -285,6 +293,12 @@ def drilled(request, tmp_path_factory):
             p = _tool(lab, "drill", "--yes-reload-systemd", "--root", "/", "--out", str(out), *extra)
             rep = json.loads((out / "drill.json").read_text()) if (out / "drill.json").exists() else None
             runs[tag] = (p.returncode, rep, p.stderr)
+        runs["reloads"] = len(_pid1_reloads(lab))
+        if _cpu_controller(lab):
+            out = lab.folder / "drill-fresh"
+            p = _tool(lab, "drill", "--yes-reload-systemd", "--root", "/", "--out", str(out), "--fresh-rootfs",
+                      str(lab.rootfs("fresh")), "--runtime-binary", str(lab.folder / "bin/nvidia-container-runtime"))
+            runs["fresh"] = (p.returncode, json.loads((out / "drill.json").read_text()), p.stderr)
         yield lab, runs
     finally:
         _close(lab, dog)
@@ -336,4 +350,21 @@ def test_drill_refuses_a_container_that_already_lost_its_gpu(drilled):
     rc, rep, err = runs["hook"]
     assert rc == 2 and "has no GPU device node that could be opened before the reload" in err
     assert "reload" not in rep and not (lab.folder / "drill-hook" / "after").exists()
-    assert len(_pid1_reloads(lab)) == 2            # the two drills that ran reloaded; the refused one did not
+    assert runs["reloads"] == 2            # the two drills that ran reloaded; the refused one did not
+
+
+def test_drill_live_reload_on_a_fresh_hook_injected_probe_container(drilled):
+    lab, runs = drilled
+    if not _cpu_controller(lab):
+        pytest.skip("v2 lab on a hybrid host: its cgroup2 has no cpu controller, and ctr run sets cpu shares")
+    rc, rep, err = runs["fresh"]
+    fresh = rep["fresh"]["id"]
+    assert (rc, rep["verdict"]) == (4, "still exposed"), err[-2000:]
+    assert "--runc-systemd-cgroup" in rep["fresh"]["command"]       # from containerd's SystemdCgroup = true
+    (row,) = rep["containers"]
+    assert (row["id"], row["cgroup_driver"], row["verdict"]) == (fresh, "systemd", "still exposed")
+    assert row["probe_after"] == {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"}
+    assert row["prestart_hooks"] == [str(lab.folder / "bin/nvidia-container-runtime-hook")]
+    assert rep["fresh"]["cleanup_problems"] == []
+    assert fresh not in lab.ctr("container", "ls", "-q").stdout
+    assert lab.sh("systemctl", "list-units", "--all", "--no-legend", f"gpu-forensics-{fresh}.scope").stdout == ""

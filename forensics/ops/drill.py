@@ -12,8 +12,8 @@ takes a GPU away. This is the one command of the tool that changes the node: it 
    the errno of ``open()`` on each GPU device node from inside the container.
 3. The reload: ``systemctl daemon-reload`` (``chroot ROOT systemctl daemon-reload`` when ``--root`` is
    not ``/``), or ``--reload-command`` (a test stand-in). The live path runs in the tests' systemd lab
-   (tests/test_syslab_e2e.py: systemd 252 as PID 1 of a namespace, cgroup v1 and v2); the fresh probe
-   container is tested with the older container lab's stand-in reload (tests/test_drill.py).
+   (tests/test_syslab_e2e.py: systemd 252 as PID 1 of a namespace, cgroup v1 and v2), the fresh probe
+   container too (``--fresh-rootfs`` through a legacy-mode runtime stand-in).
 4. ``after/``: the same bundle again, then per container: ``still exposed`` when a device that opened
    before (``ok``, or ``ENXIO``: the cgroup allowed it, no driver answered) now gives ``EPERM``;
    ``fixed`` when every such device still opens; ``inconclusive`` otherwise (the container already
