@@ -266,8 +266,14 @@ def test_persistent_journal_in_var_log_journal(no_dev_char):
     mid = lab.read("/etc/machine-id").strip()
     assert os.path.exists(f"/proc/{lab.pid1()}/root/var/log/journal/{mid}/system.journal")
     assert len(_pid1_reloads(lab)) == 1
-    reloads = [c for i in no_dev_char[2]["run"]["analysis"]["incidents"] for c in i["causes"]
-               if c["kind"] == "daemon-reload"]
+
+
+def test_the_reload_is_confirmed_where_only_the_dev_char_trap_exposes_a_gpu(no_dev_char):
+    """No hook-injected GPU here (gpu_outside_spec is False): the spec GPU runc left out of DeviceAllow=
+    still makes the reload a cause, not one excluded as unable to revoke anything."""
+    lab, _, after = no_dev_char
+    assert after["run"]["analysis"]["exposure"]["gpu_outside_spec"] is False
+    reloads = [c for i in after["run"]["analysis"]["incidents"] for c in i["causes"] if c["kind"] == "daemon-reload"]
     assert [(c["verdict"], c["at"]) for c in reloads] == [("confirmed", _pid1_reloads(lab)[0]["realtime"])]
 
 
