@@ -442,3 +442,14 @@ def test_on_cgroup_v2_a_broken_container_cites_the_device_programs_of_its_scope(
     assert ("gives EPERM: access already revoked; the device programs attached to its scope (cgroup v2, bpftool): "
             "lab_gpu_repl (id 453, loaded 2025-03-14T09:00:01Z), sd_devices (id 470, loaded 2026-09-02T04:05:13Z); "
             "a device is allowed only when every attached program allows it") in f["reason"]
+
+
+def test_two_broken_containers_of_one_pod_give_one_delete_command(tmp_path):
+    rt = node(tmp_path)
+    eperm = {"/dev/nvidiactl": "EPERM", "/dev/nvidia0": "EPERM", "/dev/nvidia-uvm": "EPERM"}
+    a = container("f1", pod="trainer-4", hooks={"prestart": [LEGACY_HOOK]}, drop_in=BASE_DROPIN, probe=eperm)
+    b = container("f2", pod="trainer-4", hooks={"prestart": [LEGACY_HOOK]}, drop_in=BASE_DROPIN, probe=eperm)
+    exp = assess(rt, [a, b], None)
+    assert [f["broken"] for f in exp["containers"]] == [True, True]
+    [redo] = [r for r in exp["remedies"] if r["what"].startswith("Recreate the containers")]
+    assert redo["change"] == "kubectl delete pod -n ml trainer-4"

@@ -100,8 +100,9 @@ def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], 
                     + ("" if legacy else " or predate the switch away from legacy mode")
                     + (", and those runc created without the /dev/char links"
                        if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
-                    "change": "; ".join(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
-                                        else f"recreate container {r['id']}" for r in redo),
+                    # one delete per pod, however many of its containers need it
+                    "change": "; ".join(dict.fromkeys(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
+                                                      else f"recreate container {r['id']}" for r in redo)),
                     "why": "device access is only (re)built when the container is created again"})
     return out
 
