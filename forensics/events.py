@@ -43,6 +43,8 @@ KINDS: dict[str, Kind] = {
     "journal.unit": Kind(("unit", "action", "message"), "Log Time"),
     "journal.requester": Kind(("pid", "comm", "unit", "identifier", "message"), "Log Time", context=True),
     "journal.banner": Kind(("systemd_version",), "Manager Start Time"),
+    "journal.forged": Kind(("claim", "claimed_identifier", "claimed_pid", "pid", "comm", "uid", "transport", "unit",
+                            "message"), "Log Time"),
     "package.transaction": Kind(("command", "requested_by", "packages", "end", "error", "ships_units"),
                                 "Start Time"),
     "package.unattended-run": Kind(("end", "packages", "result"), "Start Time"),
@@ -87,7 +89,8 @@ class Event:
     - set by the source's reader: ``dst-fold`` (a zone-less wall time that occurred twice; the first
       is taken), ``dst-gap`` (one that never occurred; shifted forward), ``out-of-order`` (earlier than a
       line above it in the same log), ``unparsed`` (a dated dpkg.log line of no known grammar),
-      ``interrupted`` (an apt stanza with no End-Date);
+      ``interrupted`` (an apt stanza with no End-Date), ``forged`` (a ``journal.forged`` line: its writer
+      claimed to be PID 1 or kubelet, journald's trusted fields say otherwise);
     - set by :func:`forensics.findings.analysis.flag_clock_problems` once every source is read:
       ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
       future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more

@@ -240,7 +240,9 @@ def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
              "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
              f"{selection.BEFORE_US // 10**6} s before to {selection.AFTER_US // 10**6} s after each reload; "
              "NVML/CUDA errors and healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; "
-             "first and last entry of each boot and of the journal"]
+             "first and last entry of each boot and of the journal; lines claiming to be PID 1's or kubelet's by "
+             "SYSLOG_IDENTIFIER/SYSLOG_PID that journald's _PID, _TRANSPORT, _SYSTEMD_UNIT, _COMM and _UID "
+             "contradict (kept as forged)"]
     if since_dt is not None:
         notes.append(f"entries filtered to {iso_z(since_dt)} and later")
     if any("time budget" in p for p in problems):
@@ -276,6 +278,10 @@ def read(bundle, node) -> Reading:
     ``systemd_version_basis``, ``boots`` (``[{boot_id, first, last}]``), ``journal_first``,
     ``journal_last`` (ISO UTC). Reads only the bundle; ``node`` is not needed by this source.
 
+    An entry that claims to be PID 1's or kubelet's while journald's trusted fields (``_PID``,
+    ``_TRANSPORT``, ``_SYSTEMD_UNIT``, ``_COMM``, ``_UID``) say otherwise becomes one
+    ``journal.forged`` event and nothing else (:func:`collectors.journal.wording.forged_claim`).
+
     Never raises for bad content: a malformed line or file is skipped and reported in
     ``Reading.problems``.
     """
@@ -291,7 +297,7 @@ def read(bundle, node) -> Reading:
         at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
-        if "pid1" in rules:
+        if "pid1" in rules and not w.forged_claim(e, rules):  # a forged one is a journal.forged event
             pid1.append((at, e, evidence))
         out.events += w.entry_events(at, e, rules, evidence)
     events, version = w.manager_events(sorted(pid1, key=lambda x: (x[0], x[2]["line"])))

@@ -19,8 +19,8 @@ import tempfile
 from array import array
 
 from .header import iso_usec
-from .wording import (NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, manager_line, nvml_error, nvml_unit,
-                      text, unit_action, unit_matters)
+from .wording import (NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
+                      nvml_unit, pid1_trusted, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -48,7 +48,12 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 
 
 #: the rules that keep an entry (``_GF_SELECTED_BY``), in the order :func:`select` applies them
-RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage")
+#: ``forged``: a line that would have been kept as PID 1's or kubelet's by what its writer says
+#: (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
+#: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`):
+#: kept to be shown as a red flag, never as evidence
+RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage", "forged")
+_BASE = 16  # rule codes 1..len(RULES) packed as hex digits
 
 
 class Spool:
@@ -63,7 +68,7 @@ class Spool:
         self.f = tempfile.TemporaryFile(dir=dir)
         self.slot: dict[int, int] = {}  # cursor hash -> slot in the arrays below
         self.realtime, self.offset, self.length = array("q"), array("q"), array("q")
-        self.rules = array("q")  # rule numbers (1 + index in RULES) as octal digits, in keep order
+        self.rules = array("q")  # rule numbers (1 + index in RULES) as hex digits, in keep order
         self.end = 0
 
     @staticmethod
@@ -97,13 +102,13 @@ class Spool:
     def _add(self, rule: str, i: int) -> None:
         code = RULES.index(rule) + 1
         if code not in self._codes(self.rules[i]):
-            self.rules[i] = self.rules[i] * 8 + code
+            self.rules[i] = self.rules[i] * _BASE + code
 
     @staticmethod
     def _codes(packed: int) -> list[int]:
         out = []
         while packed:
-            packed, c = divmod(packed, 8)
+            packed, c = divmod(packed, _BASE)
             out.append(c)
         return out[::-1]
 
@@ -146,6 +151,10 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
         msg = text(e.get("MESSAGE"))
         k = manager_line(msg)
+        if not pid1_trusted(e):
+            if k or unit_action(msg, text(e.get("MESSAGE_ID"))):
+                keep("forged")
+            continue
         if k:
             keep("pid1")
             if k["kind"] in ("caller", "reload", "reexec", "sighup"):
@@ -164,7 +173,7 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
         # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
         for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):
             if text(e.get("UNIT")) and unit_action(text(e.get("MESSAGE")), text(e.get("MESSAGE_ID"))):
-                keep("unit")
+                keep("unit" if pid1_trusted(e) else "forged")
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
     for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
@@ -172,9 +181,9 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
         if not _NVML_PASS.search(msg):
             continue
         if nvml_error(msg):
-            keep("nvml")
+            keep("nvml" if log_trusted(e) else "forged")
         elif healthy_probe(msg):
-            keep("healthy")
+            keep("healthy" if log_trusted(e) else "forged")
     boots = []
     for b in src.unique("_BOOT_ID"):
         first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)

@@ -60,6 +60,48 @@ _UNIT_SUFFIXES = ((": Deactivated successfully.", "deactivated"),  # v248+
                   (": Failed with result ", "failed"))
 
 
+#: transports on which journald's ``_PID`` is the sender's (socket peer credentials), not PID 1's own:
+#: ``logger -t systemd`` arrives on ``syslog`` with ``_PID=<logger>``; a service's output on ``stdout``
+FOREIGN_TRANSPORTS = ("syslog", "stdout")
+#: the ``_COMM`` of the daemons whose NVML/probe lines count when they are in no unit of :data:`NVML_UNITS`
+NVML_COMMS = ("kubelet", "containerd", "dockerd")
+
+
+def pid1_trusted(e: dict) -> bool:
+    """True when journald's trusted fields say PID 1 wrote entry ``e``: ``_PID=1`` (journald takes it
+    from the socket's peer credentials, which a sender cannot choose without CAP_SYS_ADMIN) on a
+    transport other than :data:`FOREIGN_TRANSPORTS`, or an early-boot ``systemd[1]:`` line that journald
+    read from /dev/kmsg (``_TRANSPORT=kernel``, which only root can write). ``SYSLOG_IDENTIFIER`` and
+    ``SYSLOG_PID`` alone are what the writer says (``logger -t systemd``) and never suffice."""
+    transport = text(e.get("_TRANSPORT"))
+    if text(e.get("_PID")) == "1":
+        return transport not in FOREIGN_TRANSPORTS
+    return (transport == "kernel" and text(e.get("SYSLOG_IDENTIFIER")) == "systemd"
+            and text(e.get("SYSLOG_PID")) == "1" and not text(e.get("_PID")))
+
+
+def log_trusted(e: dict) -> bool:
+    """True when journald's trusted fields say kubelet, containerd, docker or an NVIDIA/DCGM unit wrote
+    entry ``e``: its ``_SYSTEMD_UNIT`` (from the writer's cgroup) passes :func:`nvml_unit`, or its
+    ``_COMM`` is one of :data:`NVML_COMMS` run by root (``_UID=0``). ``SYSLOG_IDENTIFIER=kubelet`` alone
+    is what the writer says and never suffices."""
+    unit = text(e.get("_SYSTEMD_UNIT"))
+    return (bool(unit) and nvml_unit(unit)) or (text(e.get("_COMM")) in NVML_COMMS and text(e.get("_UID")) == "0")
+
+
+def forged_claim(e: dict, rules: list) -> str | None:
+    """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
+    (kept as PID 1's line, :func:`pid1_trusted` false), ``"kubelet"`` (kept as an NVML/probe line,
+    :func:`log_trusted` false), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
+    is read again here, so bundles collected before it are judged the same way."""
+    if ("pid1" in rules or "unit" in rules or "forged" in rules) and (
+            text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
+        return "PID 1"
+    if ("nvml" in rules or "healthy" in rules or "forged" in rules) and not log_trusted(e):
+        return text(e.get("SYSLOG_IDENTIFIER")) or "kubelet"
+    return None
+
+
 def unit_matters(unit: str | None) -> bool:
     """True for the units whose start/stop lines are kept (package tooling, container runtime,
     kubelet, NVIDIA and DCGM units)."""
@@ -182,10 +224,33 @@ def _who(a: dict) -> str:
     return f"{a['requester_unit']} ({who})" if a["requester_unit"] else who
 
 
+def forged_event(at: datetime, e: dict, claim: str, evidence: dict) -> Event:
+    """The ``journal.forged`` event (flag ``forged``) of an entry whose writer claims to be ``claim``
+    (:func:`forged_claim`) while journald's trusted fields name someone else: what it claimed
+    (``claimed_identifier``, ``claimed_pid``: SYSLOG_IDENTIFIER, SYSLOG_PID) and who really wrote it
+    (``pid``, ``comm``, ``uid``, ``transport``, ``unit``: _PID, _COMM, _UID, _TRANSPORT, _SYSTEMD_UNIT)."""
+    msg = text(e.get("MESSAGE"))
+    a = {"claim": claim, "claimed_identifier": text(e.get("SYSLOG_IDENTIFIER")) or None,
+         "claimed_pid": text(e.get("SYSLOG_PID")) or None, "pid": _int(e.get("_PID")),
+         "comm": text(e.get("_COMM")) or None, "uid": _int(e.get("_UID")),
+         "transport": text(e.get("_TRANSPORT")) or None, "unit": text(e.get("_SYSTEMD_UNIT")) or None,
+         "message": msg}
+    who = f"{a['comm'] or '?'}[{a['pid']}] (uid {a['uid']}, transport {a['transport']})"
+    return Event(at=at, source="journal", kind="journal.forged",
+                 summary=f"forged {claim} line written by {who}: {msg[:160]}", attrs=a, evidence=evidence,
+                 original=iso_z(at), flags=("forged",))
+
+
 def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Event]:
-    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml`` or ``healthy``."""
+    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml`` or ``healthy``; a
+    forged entry (:func:`forged_claim`) gives one ``journal.forged`` event instead of those of
+    ``unit``, ``nvml`` and ``healthy``."""
     msg, out = text(e.get("MESSAGE")), []
     ident, unit = text(e.get("SYSLOG_IDENTIFIER")) or None, text(e.get("_SYSTEMD_UNIT")) or None
+    claim = forged_claim(e, rules)
+    if claim:
+        out.append(forged_event(at, e, claim, evidence))
+        rules = [r for r in rules if r == "requester"]
     if "unit" in rules:
         name, action = text(e.get("UNIT")), unit_action(msg, text(e.get("MESSAGE_ID")))
         if action:

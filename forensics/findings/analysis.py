@@ -129,7 +129,8 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     of ``bundle`` (flagging the events' clock problems in place first, :func:`flag_clock_problems`).
 
     ``timeline[]`` holds every event except those of context kinds (:attr:`forensics.events.Kind.context`)
-    far from any incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all."""
+    far from any incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all.
+    ``red_flags`` is there only when the journal holds forged PID 1 or kubelet lines (:func:`_red_flags`)."""
     nf, events, coverage, facts, problems = (readings.node, readings.events, readings.coverage, readings.facts,
                                              readings.problems)
     flag_clock_problems(events, nf, bundle.manifest.get("collection"))
@@ -187,6 +188,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
                  for c in cov.values()],
         "problems": problems,
+        **_red_flags(events, tz),
         "bundle": {"path": str(bundle.source), "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
                    "command_line": m.get("command_line"), "collection": m.get("collection"),
                    "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
@@ -195,6 +197,16 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "timeline": timeline,
         "timeline_omitted": omitted,
     }
+
+
+def _red_flags(events: list[Event], tz) -> dict:
+    """``{"red_flags": [...]}`` when the journal holds forged lines (``journal.forged``: someone wrote
+    as PID 1 or kubelet), else ``{}``. Each record: ``at``, ``local``, ``summary``, ``claim``,
+    ``claimed_identifier``, ``claimed_pid``, ``pid``, ``comm``, ``uid``, ``transport``, ``unit``,
+    ``message`` (the event's attrs) and ``evidence``. They are never evidence for a verdict."""
+    flags = [{"at": iso_z(e.at), "local": local_iso(e.at, tz), "summary": e.summary, **e.attrs,
+              "evidence": e.evidence} for e in events if e.kind == "journal.forged"]
+    return {"red_flags": flags} if flags else {}
 
 
 def _unassessed(reason: str) -> dict:
