@@ -97,3 +97,16 @@ def test_genuine_lines_are_trusted_and_a_forged_one_among_them_is_not(tmp_path):
     assert [e.at for e in kinds(reading, "journal.nvml-error")] == [T0 + 3 * S, T0 + 4 * S]
     assert [(e.at, e.attrs["claim"]) for e in kinds(reading, "journal.forged")] == [
         (T0 + 2 * S, "PID 1"), (T0 + 5 * S, "kubelet")]
+
+
+def test_a_bundle_collected_before_the_forged_rule_is_judged_the_same(tmp_path):
+    # an older collector kept the forged caller line as PID 1's ("pid1"): read() still sees through it
+    bundle = collect(tmp_path, host_with(tmp_path, forged_caller(), pid1(T0 + S / 10, "Reloading...")))
+    p = bundle.path("journal/entries.jsonl")
+    p.write_text(p.read_text().replace('"_GF_SELECTED_BY": ["forged"', '"_GF_SELECTED_BY": ["pid1"'))
+    assert '"forged"' not in p.read_text()
+    reading = analyse(bundle)
+    [reload] = kinds(reading, "journal.reload")
+    assert (reload.at, reload.attrs["requester_pid"]) == (T0 + S / 10, None)  # PID 1's own line, no caller
+    assert [(e.at, e.attrs["pid"], e.attrs["comm"]) for e in kinds(reading, "journal.forged")] == [
+        (T0, 31337, "logger")]
