@@ -393,3 +393,33 @@ def test_proc_devices_old_and_new_names():
     assert rc.nvidia_majors(new) == {"nvidia": 195, "nvidiactl": 195, "nvidia-uvm": 507, "nvidia-nvlink": 510,
                                      "nvidia-caps": 511}
     assert rc.nvidia_majors(PROC_DEVICES) == {"nvidia-frontend": 195, "nvidia-caps": 236, "nvidia-uvm": 237}
+
+
+# -- a Docker host: dockerd's own containerd config disables CRI (issue 14, "evidence beats defaults") ----
+DOCKER_CONTAINERD = '''# installed by containerd.io for Docker
+disabled_plugins = ["cri"]
+#root = "/var/lib/containerd"
+'''
+
+
+def test_docker_host_cri_disabled_gives_systemd_cgroup_unknown_with_basis(tmp_path):
+    root = host(tmp_path, {"/etc/containerd/config.toml": DOCKER_CONTAINERD})
+    _, r = collect(root, tmp_path, {"containerd": "1.7.24-1"})
+    rt = r.facts["runtime"]
+    assert rt["containerd"]["cri_disabled"] is True
+    assert rt["systemd_cgroup"] is None  # not False: no CRI container takes its driver from this file
+    assert r.facts["preconditions"] == {"systemd_cgroup": None}
+    basis = rt["systemd_cgroup_basis"]
+    assert basis.startswith("unknown: disabled_plugins lists cri")
+    assert "dockerd" in basis and basis.endswith("read from /etc/containerd/config.toml")
+
+
+def test_cri_disabled_by_its_full_id_is_unknown_and_defaults_say_they_are_defaults():
+    none = rc.containerd_settings([{"version": 2}])
+    assert (none["systemd_cgroup"], none["systemd_cgroup_basis"]) == (
+        False, "default (runtime runc): the config has no CRI plugin table, so containerd's default applies")
+    full = rc.containerd_settings([{"version": 2, "disabled_plugins": ["io.containerd.grpc.v1.cri"], "plugins": {
+        "io.containerd.grpc.v1.cri": {"containerd": {"runtimes": {"runc": {"options": {"SystemdCgroup": True}}}}}}}])
+    assert full["systemd_cgroup"] is None and full["cri_disabled"] is True
+    default = rc.containerd_settings([{"version": 2, "plugins": {"io.containerd.grpc.v1.cri": {"enable_cdi": True}}}])
+    assert (default["systemd_cgroup"], default["systemd_cgroup_basis"]) == (False, "default (runtime runc)")

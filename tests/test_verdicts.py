@@ -59,12 +59,40 @@ def test_journal_covering_window_without_reload_excludes_it():
     assert c.verdict == "excluded"
 
 
-def test_cgroupfs_driver_excludes_reload_even_when_one_happened():
-    ev = [reload("2026-09-02T04:05:13", 1, "systemctl", "snapd.service")]
+def test_cgroupfs_driver_excludes_reload_when_the_journal_holds_none():
     c = verdicts.daemon_reload(Window(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00")),
-                               Evidence(ev, cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")),
+                               Evidence([], cov(journal=("2026-09-02T04:07:00", "2026-11-29T23:00:00")),
                                         {"systemd_cgroup": False, "gpu_outside_spec": True}))
-    assert c.verdict == "excluded" and "systemd_cgroup" in c.reason
+    assert c.verdict == "excluded" and "systemd_cgroup" in c.reason and c.contradictions == []
+
+
+def snapd_reload_with(systemd_cgroup, basis: str):
+    """The daemon-reload rule on a 04:05:13 reload by snapd inside a journal-covered window, with
+    ``systemd_cgroup`` read as given and where it was read from."""
+    ev = [reload("2026-09-02T04:05:13", 1, "systemctl", "snapd.service")]
+    return verdicts.daemon_reload(Window(T("2026-09-02T04:00:00"), T("2026-09-02T04:10:00")),
+                                  Evidence(ev, cov(journal=("2026-07-16T15:00:05", "2026-11-29T23:00:00")),
+                                           {"systemd_cgroup": systemd_cgroup, "gpu_outside_spec": True},
+                                           basis={"systemd_cgroup": basis}))
+
+
+def test_reload_in_the_window_is_never_excluded_by_a_failing_precondition():
+    # issue 14: a Docker-like host whose config reads SystemdCgroup=false (a default) while PID 1 logged
+    # the reload inside the window; the reload was EXCLUDED before (the old test asserted so)
+    c = snapd_reload_with(False, "default (runtime runc); read from /etc/containerd/config.toml")
+    assert c.verdict == "inferred" and c.at == T("2026-09-02T04:05:13")
+    assert c.contradictions == ["systemd_cgroup (default (runtime runc); read from /etc/containerd/config.toml) "
+                                "does not hold, yet PID 1 logged a daemon-reload inside the window "
+                                "(journal/entries.jsonl line 1)"]
+    assert "sources contradict each other" in c.reason and "not excluded" in c.reason
+    assert c.evidence[0]["line"] == 1 and c.requested_by["unit"] == "snapd.service"
+
+
+def test_unknown_precondition_is_named_with_its_basis_and_does_not_exclude():
+    c = snapd_reload_with(None, "unknown: disabled_plugins lists cri")
+    assert c.verdict == "confirmed" and c.contradictions == []
+    assert c.reason.endswith("Preconditions not yet assessed from the bundle: systemd_cgroup "
+                             "(unknown: disabled_plugins lists cri).")
 
 
 def test_no_journal_at_all_is_undetermined():

@@ -225,7 +225,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """Parse the stored copies into ``Reading.facts == {"runtime": {...}, "preconditions":
     {"systemd_cgroup": True|False|None}}``. ``runtime`` holds ``containerd`` (see
     :func:`containerd_settings`), ``systemd_cgroup`` and ``enable_cdi`` (for the runtime handler GPU
-    pods use), ``nvidia_runtime`` (:func:`toolkit_settings`), ``nvidia_runtime_mode`` and
+    pods use; ``systemd_cgroup_basis`` says where it was read, or why it is unknown), ``nvidia_runtime`` (:func:`toolkit_settings`), ``nvidia_runtime_mode`` and
     ``nvidia_runtime_mode_resolved``, ``cdi`` (``{"dirs", "specs": [`` :func:`cdi_spec` ``]}``),
     ``oci_hooks`` (:func:`oci_hook_file`),
     ``proc_devices`` (:func:`nvidia_majors`), ``nvidia_majors``, ``host_devices``, ``dev_char``
@@ -266,6 +266,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     runtime = {
         "containerd": ctd,
         "systemd_cgroup": (ctd or {}).get("systemd_cgroup"),
+        "systemd_cgroup_basis": (f"{(ctd or {}).get('systemd_cgroup_basis')}; read from {', '.join(ctd['files'])}"
+                                 if ctd else "unknown: no containerd config could be read"),
         "enable_cdi": (ctd or {}).get("enable_cdi"),
         "nvidia_runtime": tk,
         "nvidia_runtime_mode": (tk or {}).get("mode"),

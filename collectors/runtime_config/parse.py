@@ -19,6 +19,8 @@ CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  #: CDI SPEC.md spec directories: contai
 #: where each config version keeps the CRI runtime settings (containerd docs/cri/config.md)
 CRI_TABLES = {3: ("plugins", "io.containerd.cri.v1.runtime"), 2: ("plugins", "io.containerd.grpc.v1.cri"),
               1: ("plugins", "cri")}
+#: the names ``disabled_plugins`` may give the CRI plugin by (containerd docs/PLUGINS.md: id or type.id)
+CRI_IDS = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images")
 JIT_CDI_SINCE = (1, 18, 0)  #: toolkit commit 6149592b "Default to jit-cdi mode in the nvidia runtime"
 
 
@@ -29,7 +31,9 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     Returns ``{"config_version": 1|2|3, "merge": str, "linux_runtime": str|None, "runtimes": {name:
     {"runtime_type", "SystemdCgroup": bool, "SystemdCgroup_basis": "config"|"default", "BinaryName"}},
     "default_runtime", "gpu_runtime",
-    "nvidia_binary", "systemd_cgroup", "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. Imports
+    "nvidia_binary", "systemd_cgroup": bool|None, "systemd_cgroup_basis": str, "cri_disabled": bool,
+    "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. ``systemd_cgroup`` is ``None`` (unknown, the
+    basis says why) when ``disabled_plugins`` lists the CRI plugin. Imports
     replace whole ``plugins.<id>`` sections before containerd 2.0 and are deep-merged from 2.0 on
     (containerd PR #9982). ``docs`` may hold any values (a valid TOML file can still give a table
     where a string belongs): a value of the wrong type counts as absent. Raises nothing for any
@@ -44,6 +48,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     cri = _tab(_get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
     if not cri:
         cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
+    disabled = [n for n in _str_list(merged.get("disabled_plugins")) if n in CRI_IDS]
     ctr = _tab(cri.get("containerd"))
     # the pre-shim-v2 runtime (io.containerd.runtime.v1.linux) takes its binary and cgroup driver elsewhere
     linux_runtime = _text(_tab(_get(merged, "plugins", "io.containerd.runtime.v1.linux")
@@ -78,11 +83,18 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
         cdi = cfgv >= 3
         cdi_basis = (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
                      " containerd version unknown)")
+    sc, sc_basis = runtimes[gpu]["SystemdCgroup"], f"{runtimes[gpu]['SystemdCgroup_basis']} (runtime {gpu})"
+    if disabled:  # no CRI here: no Kubernetes container's cgroup driver is set by this file
+        sc = None
+        sc_basis = (f"unknown: disabled_plugins lists {', '.join(disabled)}, so this containerd runs no CRI "
+                    "containers (e.g. dockerd's own containerd); their cgroup driver is set elsewhere")
+    elif not cri:
+        sc_basis += ": the config has no CRI plugin table, so containerd's default applies"
     return {"config_version": cfgv, "merge": "deep" if deep else "plugin sections replaced",
             "linux_runtime": linux_runtime,
             "runtimes": runtimes, "default_runtime": default, "gpu_runtime": gpu,
             "nvidia_binary": runtimes[gpu]["BinaryName"] if is_nvidia(gpu) else None,
-            "systemd_cgroup": runtimes[gpu]["SystemdCgroup"], "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
+            "systemd_cgroup": sc, "systemd_cgroup_basis": sc_basis, "cri_disabled": bool(disabled), "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
             "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
 
 

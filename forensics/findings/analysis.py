@@ -82,7 +82,8 @@ def _timeline_entry(e: Event, tz) -> dict:
 
 def _cause_json(c, tz) -> dict:
     return {"kind": c.kind, "verdict": c.verdict, "at": iso_z(c.at), "local": local_iso(c.at, tz),
-            "requested_by": c.requested_by, "evidence": c.evidence, "gaps": c.gaps, "reason": c.reason}
+            "requested_by": c.requested_by, "evidence": c.evidence, "gaps": c.gaps, "reason": c.reason,
+            "contradictions": c.contradictions}
 
 
 def verdict_sentence(inc, cause, tz) -> str:
@@ -104,6 +105,41 @@ def verdict_sentence(inc, cause, tz) -> str:
     if cause.verdict == "excluded":
         return f"{head}{name} is EXCLUDED: {cause.reason}"
     return f"{head}{name} is UNDETERMINED: {cause.reason}"
+
+
+#: how far a verdict goes, surest first: the headline takes the surest cause that fits
+FITS = ("confirmed", "inferred")
+
+
+def headline(incidents, exposed: dict) -> dict:
+    """The report's answer in one line, from the causes and the exposure together:
+    ``{"verdict": "confirmed" | "inferred" | "undetermined" | "none", "text": str}``.
+
+    confirmed / inferred: the surest cause that fits, across every incident (its contradictions said);
+    undetermined: an incident or a broken container (``exposed["containers"][i]["broken"]``) and no cause
+    that fits, every one excluded or undetermined (all excluded reads "undetermined: none of the known
+    causes fits"); none: no incident and nothing broken. Never "excluded": a ruled-out cause is no
+    answer for a node that lost a GPU. Raises nothing for missing keys."""
+    broken = [r for r in exposed.get("containers") or [] if r.get("broken")]
+    lost = (f"; {len(broken)} container{'s' if len(broken) != 1 else ''} lost GPU access" if broken else "")
+    causes = [(inc, c) for inc in incidents for c in inc.causes]
+    for verdict in FITS:
+        fit = [(inc, c) for inc, c in causes if c.verdict == verdict]
+        if fit:
+            inc, c = fit[0]
+            said = "; the sources contradict each other (see the cause)" if c.contradictions else ""
+            return {"verdict": verdict, "text": f"{verdict}: {TITLES.get(c.kind, c.kind)} ({inc.id}){said}{lost}"}
+    if not causes:
+        if broken:
+            return {"verdict": "undetermined", "text": f"undetermined: no incident window was found, so no known "
+                    f"cause was weighed{lost}"}
+        return {"verdict": "none", "text": "none: no incident was found"}
+    open_ = sorted({TITLES.get(c.kind, c.kind) for _, c in causes if c.verdict == "undetermined"})
+    if not open_:
+        return {"verdict": "undetermined", "text": "undetermined: none of the known causes fits (each one is "
+                f"excluded){lost}"}
+    return {"verdict": "undetermined", "text": f"undetermined: no known cause is confirmed or inferred; "
+            f"{', '.join(open_)} can be neither shown nor ruled out{lost}"}
 
 
 #: context kinds (``KINDS[kind].context``) are kept in ``timeline[]`` only this near an incident window
@@ -154,7 +190,8 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
             outside = True  # the /dev/char trap: a spec GPU whose rule runc left out of DeviceAllow= is revoked too
         preconditions["gpu_outside_spec"] = outside
     broken = [r for r in exposed.get("containers", []) if r.get("broken")]
-    incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz)
+    basis = {"systemd_cgroup": (facts.get("runtime") or {}).get("systemd_cgroup_basis")}
+    incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz, basis)
     tz = nf.tz
     for inc in incidents:  # into the sorted events, after those of the same time
         insort(events, Event(inc.start, "incident", "incident.start", f"{inc.id} last known good",
@@ -174,6 +211,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
                        "systemd_version_basis": (m.get("node_facts") or {}).get("systemd_version_basis")
                        or facts.get("systemd_version_basis"),
                        "package_versions": facts.get("package_versions", {})},
+        "headline": headline(incidents, exposed),
         "verdicts": [verdict_sentence(inc, c, tz) for inc in incidents for c in inc.causes
                      if c.verdict in ("confirmed", "inferred")]
         or [verdict_sentence(inc, inc.causes[0], tz) for inc in incidents],

@@ -28,14 +28,15 @@ def incidents_from(signs: Signs) -> list[Incident]:
 
 def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], preconditions: dict,
               broken: list[dict] | None = None, metrics: dict | None = None,
-              tz: tzinfo | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
+              tz: tzinfo | None = None, basis: dict | None = None) -> tuple[list[Incident], dict[str, Coverage]]:
     """Open the incidents and weigh every cause in :data:`forensics.findings.verdicts.RULES` for each.
 
     ``events`` must be sorted by time (each rule then sees only its window, from
     :data:`~forensics.findings.verdicts.REQUESTER_LOOKBACK` before it; out of order, every rule reads them all);
     ``coverage``: what the collectors' readings give (one per source; a later one replaces an earlier one
     of the same name); ``broken`` lists exposure rows of containers that lost their GPU; ``metrics`` is
-    the metrics Reading's ``facts["metrics"]``; ``tz`` the node's zone (UTC when ``None``). Returns
+    the metrics Reading's ``facts["metrics"]``; ``tz`` the node's zone (UTC when ``None``); ``basis`` a
+    precondition's name -> where it was read (:attr:`~forensics.findings.verdicts.Evidence.basis`). Returns
     ``(incidents with causes, coverage by source)``. Raises ``ValueError`` for a malformed manifest
     incident.
     """
@@ -53,7 +54,7 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], pre
         if ordered:  # the rules look at the window, and for a reload's requester a little before and after it
             lo = bisect_left(times, inc.start - verdicts.REQUESTER_LOOKBACK)
             near = events[lo:bisect_right(times, inc.end + verdicts.REQUESTER_LOOKAHEAD, lo)]
-        evidence = Evidence(near, cov, preconditions, node, boots)
+        evidence = Evidence(near, cov, preconditions, node, boots, basis or {})
         inc.causes = [rule(Window(inc.start, inc.end), evidence) for rule in verdicts.RULES.values()]
     return incidents, cov
 

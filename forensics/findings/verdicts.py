@@ -39,7 +39,8 @@ CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded
 class Cause:
     """A candidate cause with its verdict. ``at`` is UTC or ``None``; ``evidence`` items are
     ``{"artifact", "line"|"cursor", "summary", "at"}``; ``gaps`` are sentences naming what a
-    source did not cover."""
+    source did not cover; ``contradictions`` are sentences naming two sources that disagree (direct
+    evidence of the cause against a precondition read from another source)."""
 
     kind: str
     verdict: str
@@ -48,6 +49,7 @@ class Cause:
     requested_by: dict | None = None
     evidence: list[dict] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
 
 
 class Window(NamedTuple):
@@ -66,7 +68,8 @@ class Evidence:
     ``coverage``: one :class:`~forensics.events.Coverage` per source name; ``preconditions``: a name
     (``systemd_cgroup``, ``gpu_outside_spec``) -> True/False/None; ``node``: the manifest's node facts
     (``boot_id``, ...); ``boots``: every ``journal.boot`` event of the whole timeline (a boot's first
-    entry dates its start only when an earlier boot precedes it).
+    entry dates its start only when an earlier boot precedes it); ``basis``: a precondition's name ->
+    where its value was read, or why it is unknown (``systemd_cgroup_basis`` of collectors/runtime_config).
     """
 
     events: list[Event] = field(default_factory=list)
@@ -74,6 +77,7 @@ class Evidence:
     preconditions: dict = field(default_factory=dict)
     node: dict = field(default_factory=dict)
     boots: list[Event] = field(default_factory=list)
+    basis: dict = field(default_factory=dict)
 
 
 def _in(events: list[Event], kind: str, start: datetime, end: datetime) -> list[Event]:
@@ -100,20 +104,25 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
     """``systemctl daemon-reload`` (or SIGHUP to PID 1) inside the window.
 
     confirmed: a PID-1 reload line in the window, and no precondition is known to fail;
-    inferred: no reload line, but the journal does not cover the window and the mechanism fits;
-    excluded: the journal covers the window and holds no reload, or a precondition fails
-    (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules);
+    inferred: a PID-1 reload line in the window while a precondition reads as failing (direct evidence
+    beats a setting: the sources contradict each other, and ``contradictions`` says which), or no
+    reload line, but the journal does not cover the window and the mechanism fits;
+    excluded: no reload line in the window, and the journal covers the window or a precondition fails
+    (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules); never when a
+    reload line is in the window;
     undetermined: there is no journal at all.
-    ``ev.preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None.
+    ``ev.preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None
+    (None: unknown, never read as failing); ``ev.basis`` says where each was read.
     """
     (start, end), events, cov, preconditions = window, ev.events, ev.coverage, ev.preconditions
     j = cov.get("journal")
     failed = [k for k, v in preconditions.items() if v is False]
     unknown = [k for k, v in preconditions.items() if v is None]
     gaps = [g for g in [gap_sentence("journal", j, start, end)] if g]
-    pre_note = (f" Preconditions not yet assessed from the bundle: {', '.join(unknown)}." if unknown else "")
+    pre_note = (f" Preconditions not yet assessed from the bundle: {', '.join(_based(k, ev) for k in unknown)}."
+                if unknown else "")
     reloads = _in(events, "journal.reload", start, end)
-    if failed:
+    if failed and not reloads:
         return Cause("daemon-reload", EXCLUDED, f"A reload cannot revoke the GPU here: {', '.join(failed)} "
                      f"does not hold.", evidence=[cite(e) for e in reloads], gaps=gaps)
     if reloads:
@@ -133,11 +142,16 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
         if j and j.start and j.start > start:
             more += (f"; the journal starts only at {human(j.start)}, so an earlier reload in the window "
                      "cannot be seen and this one may not be the first")
-        return Cause("daemon-reload", CONFIRMED,
-                     f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
-                     f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.{pre_note}",
+        said = (f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
+                f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.")
+        against = [f"{_based(k, ev)} does not hold, yet PID 1 logged a daemon-reload inside the window "
+                   f"({first.evidence.get('artifact')} line {first.evidence.get('line')})" for k in failed]
+        if against:  # the reload happened; whether it could revoke the GPU is what the sources dispute
+            said += (f" It is not excluded, and not confirmed as the cause, because the sources contradict each "
+                     f"other: {'; '.join(against)}.")
+        return Cause("daemon-reload", INFERRED if against else CONFIRMED, said + pre_note,
                      at=first.at, requested_by=req, evidence=cited + req.pop("_evidence", []),
-                     gaps=gaps)
+                     gaps=gaps, contradictions=against)
     if j is None or j.start is None:
         return Cause("daemon-reload", UNDETERMINED, "No journal could be read, so no source can show or rule "
                      "out a reload in the window.", gaps=gaps)
@@ -152,6 +166,12 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
     return Cause("daemon-reload", INFERRED,
                  f"PID 1 logged no reload in the part of the window the journal covers, but {hole}; "
                  f"a reload there fits the symptom.{pre_note}", gaps=gaps)
+
+
+def _based(name: str, ev: Evidence) -> str:
+    """A precondition's name with where it was read: ``systemd_cgroup (default (runtime runc); read from
+    /etc/containerd/config.toml)``, or the bare name when no basis is known."""
+    return f"{name} ({ev.basis[name]})" if ev.basis.get(name) else name
 
 
 def package_transaction(window: Window, ev: Evidence) -> Cause:
