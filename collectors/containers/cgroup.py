@@ -15,7 +15,7 @@ import subprocess
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
 
-from . import parse as cp
+import collectors.containers.parse as cp
 
 SCOPE_PREFIXES = ("cri-containerd-", "docker-", "crio-", "runc-")
 TRANSIENT = "/run/systemd/transient"

@@ -16,13 +16,12 @@ from datetime import datetime
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
+from forensics import redact as rd
 from forensics.source import GpuContainer
 
-from forensics import redact as rd
-
-from . import parse as cp
-from . import probe as probe_mod
-from . import unit as unit_mod
+import collectors.containers.parse as cp
+import collectors.containers.probe as probe_mod
+import collectors.containers.unit as unit_mod
 from .cgroup import SMALL_LIMIT, _cgroup
 from .parse import _time
 

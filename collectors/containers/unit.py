@@ -20,7 +20,7 @@ import time
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
 
-from . import parse as cp
+import collectors.containers.parse as cp
 from .cgroup import SMALL_LIMIT
 
 SHOW_TIMEOUT_S = 5.0    #: one ``systemctl show``

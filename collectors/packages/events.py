@@ -17,7 +17,7 @@ from datetime import datetime
 from forensics.events import Event
 from forensics.timeutil import iso_z, localize
 
-from . import parse as pp
+import collectors.packages.parse as pp
 
 RUN_GAP_S = 30 * 60         #: u-u lines further apart than this start a new run (translated logs)
 
