@@ -92,19 +92,15 @@ def acquire(ctx: CollectContext) -> None:
     ``.gz``; unreadable files are recorded with their errno. Raises nothing for bad files.
     """
     gpu = {(c.pod_namespace, c.pod, c.container_name) for c in ctx.gpu_containers}
-    try:
-        pod_dirs = hostfs.listdir(ctx.root, PODS_DIR)
-    except OSError as e:
-        ctx.writer.record(from_oserror(PODS_DIR, "listdir", e))
+    pod_dirs = ctx.listdir(PODS_DIR)
+    if pod_dirs is None:
         return
     for pod_dir in pod_dirs[:MAX_POD_DIRS]:
         ident = split_pod_dir(pod_dir)
         if ident is None or _symlink_refused(ctx, f"{PODS_DIR}/{pod_dir}"):
             continue
-        try:
-            containers = hostfs.listdir(ctx.root, f"{PODS_DIR}/{pod_dir}")
-        except OSError as e:
-            ctx.writer.record(from_oserror(f"{PODS_DIR}/{pod_dir}", "listdir", e))
+        containers = ctx.listdir(f"{PODS_DIR}/{pod_dir}")
+        if containers is None:
             continue
         for cname in containers:
             if cname in (".", ".."):

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypedDict
 
+from . import hostfs
+from .artifact import Status, from_oserror
 from .bundle import BundleWriter
 from .events import Coverage, Event, NodeFacts
 
@@ -179,6 +181,19 @@ class CollectContext:
     def value(self, option: Option) -> Any:
         """This run's value of ``option``: ``options[option.dest]``, else ``option.default``."""
         return self.options.get(option.dest, option.default)
+
+    def listdir(self, path: str, *, record_absent: bool = True) -> list[str] | None:
+        """The names in the host directory ``path`` (under ``root``, :func:`forensics.hostfs.listdir`), or
+        ``None`` when it cannot be listed; the failure is recorded as an artifact (absent, unreadable
+        with its errno, or error: :func:`forensics.artifact.from_oserror`), an absent directory only
+        with ``record_absent``. Raises nothing."""
+        try:
+            return hostfs.listdir(self.root, path)
+        except OSError as e:
+            a = from_oserror(path, "listdir", e)
+            if record_absent or a.status is not Status.ABSENT:
+                self.writer.record(a)
+            return None
 
     def expired(self) -> bool:
         """True once the run's time budget (``--time-budget``) is spent."""

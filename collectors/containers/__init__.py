@@ -123,10 +123,8 @@ def acquire(ctx: CollectContext) -> None:
                     ctx.writer.record(from_oserror(base, "listdir", e))
                 continue
             for ns in namespaces:
-                try:
-                    ids = hostfs.listdir(ctx.root, f"{base}/{ns}")
-                except OSError as e:
-                    ctx.writer.record(from_oserror(f"{base}/{ns}", "listdir", e))
+                ids = ctx.listdir(f"{base}/{ns}")
+                if ids is None:
                     continue
                 for cid in ids:
                     if (ns, cid) in seen:

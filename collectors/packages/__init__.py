@@ -87,12 +87,12 @@ def acquire(ctx: CollectContext) -> None:
         w.copy(ctx.root, f"{log.dir}/{name}", f"{log.rel}/{name}", transform=scrub)
 
     for log in (DPKG, APT):
-        names = _listdir(ctx, log.dir, record_absent=False)
+        names = ctx.listdir(log.dir, record_absent=False)
         copy(log, log.base)
         for name in names or ():
             if name != log.base and pp.rotation_key(name, log.base):
                 copy(log, name)
-    names = _listdir(ctx, UU.dir, record_absent=True)
+    names = ctx.listdir(UU.dir)
     if names is not None:
         if UU.base not in names:
             copy(UU, UU.base)
@@ -144,16 +144,6 @@ def _gunzip(data: bytes) -> tuple[bytes | None, str | None, bool]:
             return b"".join(out), "the .gz was cut short on the node: stored recompressed with what it held", True
         rest = d.unused_data
     return b"".join(out), None, True
-
-
-def _listdir(ctx: CollectContext, path: str, record_absent: bool) -> list[str] | None:
-    try:
-        return hostfs.listdir(ctx.root, path)
-    except OSError as e:
-        a = from_oserror(path, "listdir", e)
-        if record_absent or a.status is not Status.ABSENT:
-            ctx.writer.record(a)
-        return None
 
 
 def _scan_units(ctx: CollectContext) -> None:

@@ -82,18 +82,11 @@ def acquire(ctx: CollectContext) -> None:
     facts["hooks_dirs"] = _acquire_dirs(ctx, list(HOOKS_DIRS), (".json",))
     w.copy(ctx.root, "/proc/devices", "runtime/proc/devices", limit=1 << 20)
     facts["driver_root"] = {"path": DRIVER_ROOT, "exists": hostfs.exists(ctx.root, DRIVER_ROOT)}
-    try:
-        facts["dev_char"] = hostfs.listdir(ctx.root, "/dev/char")[:16384]
-    except OSError as e:
-        facts["dev_char"] = None
-        w.record(from_oserror("/dev/char", "listdir", e))
-    try:
-        hostfs.listdir(ctx.root, "/dev")
-    except OSError as e:  # an unreadable /dev must not read as "no NVIDIA nodes on the host"
-        w.record(from_oserror("/dev", "listdir", e))
-        facts["host_devices"] = None
-    else:
-        facts["host_devices"] = device_nodes(ctx.root, "/dev", facts["dev_char"])
+    dev_char = ctx.listdir("/dev/char")
+    facts["dev_char"] = None if dev_char is None else dev_char[:16384]
+    # an unreadable /dev must not read as "no NVIDIA nodes on the host"
+    facts["host_devices"] = (None if ctx.listdir("/dev") is None
+                             else device_nodes(ctx.root, "/dev", facts["dev_char"]))
     facts["driver_root_devices"] = (device_nodes(ctx.root, DRIVER_ROOT + "/dev", None)
                                     if facts["driver_root"]["exists"] else [])
     facts["versions"] = _versions(ctx)

@@ -124,7 +124,7 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
     reloads = _in(events, "journal.reload", start, end)
     if failed and not reloads:
         return Cause("daemon-reload", EXCLUDED, f"A reload cannot revoke the GPU here: {', '.join(failed)} "
-                     f"does not hold.", evidence=[cite(e) for e in reloads], gaps=gaps)
+                     f"does not hold.", gaps=gaps)
     if reloads:
         first = reloads[0]
         asked = [requester(r, events) for r in reloads]
