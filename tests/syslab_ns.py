@@ -4,7 +4,8 @@
   namespaces' PID 1. Builds the root (overlay of ``/`` with a tmpfs upper; proc; read-only sysfs; the
   cgroup layout: v1 hybrid = a tmpfs with every v1 hierarchy plus cgroup2 on ``unified``, v2 = cgroup2
   at /sys/fs/cgroup; a tmpfs /dev with the GPU nodes 195:255 and 195:0 and, unless DEV_CHAR is 0, their
-  /dev/char links; tmpfs /run and /tmp; LAB bind-mounted at its own path), writes the lab's units and
+  /dev/char links; tmpfs /run and /tmp; the checkout bind-mounted read-only at its own path when it lies
+  under /tmp or /run, which those tmpfs hide; LAB bind-mounted at its own path), writes the lab's units and
   containerd's config at their default paths, pivot_roots and execs /lib/systemd/systemd.
 - ``python3 tests/syslab_ns.py hook LAB prestart``: the legacy prestart hook (as
   nvidia-container-runtime-hook: outside the spec), OCI state on stdin.
@@ -86,6 +87,11 @@ def ns_init(layout: str, dev_char: bool, persistent: bool, lab: str) -> None:
     mount("--bind", f"{lab}/state/console.log", f"{dev}/console")
     mount("-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "run", f"{R}/run")
     mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmp", f"{R}/tmp")
+    project = str(HERE.parent)  # the checkout: the hook, this file and the tool run from it inside
+    if any(project == d or project.startswith(d + "/") for d in ("/tmp", "/run")):  # hidden by the tmpfs above
+        os.makedirs(f"{R}{project}", exist_ok=True)
+        mount("--bind", project, f"{R}{project}")
+        mount("-o", "remount,bind,ro", f"{R}{project}")  # the host is never written from inside
     os.makedirs(f"{R}{lab}", exist_ok=True)
     mount("--bind", lab, f"{R}{lab}")
     E = f"{R}/etc/systemd"
