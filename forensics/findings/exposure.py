@@ -16,17 +16,16 @@ Nothing here reads the host or the bundle.
 """
 from __future__ import annotations
 
-import fnmatch
 import re
 
 from ..redact import is_redacted
 from ..timeutil import parse_iso
 from .device_plugin import plugin_notes
+from .device_rules import NVIDIA_MAJOR, dropin_allows, from_env, given, rules_allow
 from .remedies import driver_root_trap, remedies
 
 CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
-NVIDIA_MAJOR = 195  #: fixed (Documentation/admin-guide/devices.txt); the others come from /proc/devices
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 
 
@@ -46,7 +45,7 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
     "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
     Raises nothing for missing keys.
 
-    Only device nodes the runtime gave a container (:func:`_given`) are evidence: a node in its /dev that
+    Only device nodes the runtime gave a container (:func:`forensics.findings.device_rules.given`) are evidence: a node in its /dev that
     it was not given (it can mknod one: CAP_MKNOD is in the default set) never makes it broken or at
     risk, and ``made_inside`` lists /dev entries changed after the container was created.
     """
@@ -121,7 +120,7 @@ def _container(c: dict, ctx: _Context) -> dict:
     spec = [(d.get("major"), d.get("minor"), d.get("path")) for d in c.get("linux_devices") or []
             if d.get("type", "c") == "c"
             and (d.get("major") in ctx.majors or str(d.get("path", "")).startswith("/dev/nvidia"))]
-    allowed = [d for d in spec if _rules_allow(c.get("resources_devices") or [], d[0], d[1])]
+    allowed = [d for d in spec if rules_allow(c.get("resources_devices") or [], d[0], d[1])]
     inside = [(e.get("major"), e.get("minor"), e.get("path")) for e in c.get("dev_entries") or []
               if e.get("kind") == "c" and e.get("major") in ctx.majors]
     env = c.get("env") or {}
@@ -152,13 +151,13 @@ def _container(c: dict, ctx: _Context) -> dict:
     # only the nodes the runtime gave the container are evidence of its access (P1: a container without
     # a GPU can mknod /dev/nvidiactl itself, and the device cgroup rightly denies it)
     selection = (str(nvd) if requested else "all" if legacy_default else None if not unknown else "?")
-    gave = _given(inj, spec, inj == "hook" or legacy, selection, ctx)
+    gave = given(inj, spec, inj == "hook" or legacy, selection, ctx)
     made = _made_inside(c)  # after the runtime created the container: not the runtime's doing either
     inside_all = inside
     inside = [u for u in inside_all if gave(*u) and u[2] not in made]
     foreign = [u for u in inside_all if u not in inside and u[2] not in made]
     used = inside or [u for u in spec if gave(*u)] or (
-        _from_env(selection, ctx) if selection not in (None, "?") and inj != "none" else [])
+        from_env(selection, ctx) if selection not in (None, "?") and inj != "none" else [])
     cg = c.get("cgroup") or {}
     driver = cg.get("driver") or {True: "systemd", False: "cgroupfs"}.get(ctx.runtime.get("systemd_cgroup"))
     row = {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
@@ -183,7 +182,7 @@ def _container(c: dict, ctx: _Context) -> dict:
         reasons.append("the cgroup driver is unknown, so the reload risk cannot be judged")
     eperm = [p for p, v in (c.get("probe") or {}).items() if v == "EPERM" and any(p == u[2] for u in inside)]
     rules = cg.get("rules")
-    denied = [f"{p} ({M}:{m})" for M, m, p in used if rules is not None and not _rules_allow(rules, M, m)]
+    denied = [f"{p} ({M}:{m})" for M, m, p in used if rules is not None and not rules_allow(rules, M, m)]
     if inside and eperm:
         row["broken"] = True
         reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked"
@@ -218,9 +217,9 @@ def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec
         drop_in = {"policy": unit.get("DevicePolicy"), "allow": unit.get("DeviceAllow") or []}
         where = "the scope's DeviceAllow= (systemctl show)"
     if drop_in is not None:  # what systemd holds already reflects runc's skipping; it is the evidence
-        out = [u for u in used if not _dropin_allows(drop_in, u, ctx)]
+        out = [u for u in used if not dropin_allows(drop_in, u, ctx)]
     else:
-        out = [u for u in used if not _rules_allow(c.get("resources_devices") or [], u[0], u[1])]
+        out = [u for u in used if not rules_allow(c.get("resources_devices") or [], u[0], u[1])]
         where = "the OCI spec's linux.resources.devices"
     skipped = _runc_skipped(c)
     logged = [u for u in used if (u[0], u[1]) in skipped and (drop_in is None or u in out)]
@@ -289,41 +288,6 @@ def _hook_names(h: dict) -> set[str]:
     return {str(x).rsplit("/", 1)[-1] for x in [h.get("path") or "", *(args[:1])]}
 
 
-def _given(inj: str, spec: list[tuple], hooked: bool, selection: str | None, ctx: _Context):
-    """A predicate ``(major, minor, path) -> bool``: whether the runtime gave the container that node.
-
-    Given are the NVIDIA entries of ``linux.devices`` (spec and CDI injection) and, when the GPU came by
-    the hook or NVIDIA_VISIBLE_DEVICES (``hooked``), the nodes ``selection`` picks: the control nodes
-    (nvidiactl, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/*) and /dev/nvidiaN for each
-    index; every NVIDIA node for "all" when the host's nodes are unknown, for UUIDs, MIG specs and an
-    unknown (redacted, ``"?"``) value. Nothing is given when ``inj`` is "none". The device cgroup judges
-    a node by major:minor, so a node matches by its numbers (by path only where the spec has none)."""
-    if inj == "none":
-        return lambda M, m, p: False
-    pairs = {(M, m) for M, m, _ in spec if M is not None}
-    paths = {p for M, _, p in spec if M is None and p}
-    majors: set = set()
-    sel = (selection or "").strip().lower()
-    if hooked and selection is not None and sel not in ("", "void"):
-        uvm = ctx.proc_devices.get("nvidia-uvm")
-        pairs |= {(NVIDIA_MAJOR, 255), (NVIDIA_MAJOR, 254)} | ({(uvm, 0), (uvm, 1)} if uvm is not None else set())
-        majors |= {v for k, v in ctx.proc_devices.items() if k.startswith("nvidia-caps")}
-        control = ("/dev/nvidiactl", "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-        pick = set()
-        gpus = {p: d for p, d in ctx.host.items() if re.fullmatch(r"/dev/nvidia[0-9]+", p)}
-        idx = [i.strip() for i in sel.split(",")]
-        if sel == "none":
-            pass
-        elif sel == "all" and gpus:
-            pick |= set(gpus)
-        elif all(re.fullmatch(r"[0-9]{1,4}", i) for i in idx):
-            pick |= {f"/dev/nvidia{int(i)}" for i in idx}
-            pairs |= {(NVIDIA_MAJOR, int(i)) for i in idx}
-        else:  # all with the host unknown, UUIDs, MIG, unknown: every NVIDIA node
-            majors |= set(ctx.majors)
-        pairs |= {(d.get("major"), d.get("minor")) for p, d in ctx.host.items()
-                  if p in control or p in pick or p.startswith("/dev/nvidia-caps/")}
-    return lambda M, m, p: ((M, m) in pairs or M in majors) if M is not None else p in paths
 
 
 def _made_inside(c: dict) -> list[str]:
@@ -343,60 +307,10 @@ def _made_inside(c: dict) -> list[str]:
     return out
 
 
-def _from_env(nvd: str, ctx: _Context) -> list[tuple]:
-    """Devices a container uses when only NVIDIA_VISIBLE_DEVICES says so: nvidiactl, nvidia-uvm, and
-    /dev/nvidiaN for "all" or indices (a UUID's minor is not known from the env)."""
-    out = [(NVIDIA_MAJOR, 255, "/dev/nvidiactl")]
-    uvm = ctx.proc_devices.get("nvidia-uvm")
-    if uvm is not None:
-        out.append((uvm, 0, "/dev/nvidia-uvm"))
-    if nvd.strip().lower() == "all":
-        out += [(d["major"], d["minor"], p) for p, d in sorted(ctx.host.items()) if re.fullmatch(r"/dev/nvidia\d+", p)]
-    else:
-        # ASCII digits only, at most 4 (isdigit() accepts "²", and int() of 5000 digits raises)
-        idx = [i.strip() for i in nvd.split(",")]
-        out += [(NVIDIA_MAJOR, int(i), f"/dev/nvidia{int(i)}") for i in idx if re.fullmatch(r"[0-9]{1,4}", i)]
-    return out
 
 
-def _rules_allow(rules: list[dict], major, minor, typ: str = "c") -> bool:
-    """Whether ordered allow/deny rules (OCI ``linux.resources.devices`` or cgroup v1 ``devices.list``;
-    ``None`` major/minor = ``*``) end up allowing read and write of ``typ major:minor``; last match wins."""
-    state = {"r": False, "w": False}
-    for rule in rules:
-        if rule.get("type") not in (None, "a", typ):
-            continue
-        if rule.get("major") not in (None, major) or rule.get("minor") not in (None, minor):
-            continue
-        for bit in state:
-            if bit in (rule.get("access") or "rwm"):
-                state[bit] = bool(rule.get("allow", True))
-    return all(state.values())
 
 
-def _dropin_allows(drop_in: dict, dev: tuple, ctx: _Context) -> bool:
-    """Whether systemd's DeviceAllow= list (systemd.resource-control(5)) grants rw on ``dev`` when re-applied."""
-    major, minor, _ = dev
-    allow = drop_in.get("allow") or []
-    if drop_in.get("policy") in (None, "auto") and not allow:
-        return True
-    for entry in allow:
-        spec, _, access = str(entry).strip().partition(" ")
-        if not ("r" in (access or "rwm") and "w" in (access or "rwm")):
-            continue
-        m = re.fullmatch(r"/dev/char/(\d+):(\d+)", spec)
-        if m:
-            if (int(m.group(1)), int(m.group(2))) == (major, minor) and not (
-                    ctx.systemd and ctx.systemd[0] < 240 and ctx.link(major, minor) is False):
-                return True
-        elif spec.startswith("char-"):
-            name = spec[5:]
-            if name == "*" or name == str(major) or any(fnmatch.fnmatchcase(n, name) and v == major
-                                                        for n, v in ctx.proc_devices.items()):
-                return True
-        elif spec in ctx.host and (ctx.host[spec].get("major"), ctx.host[spec].get("minor")) == (major, minor):
-            return True
-    return False
 
 
 def _probe_summary(probe: dict, paths: list[str]) -> str:
