@@ -109,6 +109,21 @@ def verdict_sentence(inc, cause, tz) -> str:
 
 #: how far a verdict goes, surest first: the headline takes the surest cause that fits
 FITS = ("confirmed", "inferred")
+#: ``broken_basis`` values of a container broken by inference from PID 1's reload, not by a probe or its rules
+INFERRED = ("inferred", "bpf")
+
+
+def _lost(exposed: dict) -> str:
+    """The headline's tail: how many containers lost GPU access (how many of them by inference) and how
+    many could not be assessed (their config.json unread)."""
+    broken = [r for r in exposed.get("containers") or [] if r.get("broken")]
+    guessed = sum(r.get("broken_basis") in INFERRED for r in broken)
+    unread = exposed.get("unknown_containers") or []
+    return ((f"; {len(broken)} container{'s' if len(broken) != 1 else ''} lost GPU access" if broken else "")
+            + (f" ({guessed} inferred from a daemon-reload, no probe ran)" if guessed else "")
+            + (f"; {len(unread)} container{'s' if len(unread) != 1 else ''} could not be assessed (config.json "
+               + "; ".join(dict.fromkeys(str(r.get("spec_detail") or "not read") for r in unread)) + ")"
+               if unread else ""))
 
 
 def headline(incidents, exposed: dict) -> dict:
@@ -119,9 +134,12 @@ def headline(incidents, exposed: dict) -> dict:
     undetermined: an incident or a broken container (``exposed["containers"][i]["broken"]``) and no cause
     that fits, every one excluded or undetermined (all excluded reads "undetermined: none of the known
     causes fits"); none: no incident and nothing broken. Never "excluded": a ruled-out cause is no
-    answer for a node that lost a GPU. Raises nothing for missing keys."""
+    answer for a node that lost a GPU. Containers broken by inference (``broken_basis`` in :data:`INFERRED`)
+    open no incident; with no incident they make the headline "inferred", citing the reload. The text says
+    how many containers could not be assessed (``exposed["unknown_containers"]``). Raises nothing for
+    missing keys."""
     broken = [r for r in exposed.get("containers") or [] if r.get("broken")]
-    lost = (f"; {len(broken)} container{'s' if len(broken) != 1 else ''} lost GPU access" if broken else "")
+    lost = _lost(exposed)
     causes = [(inc, c) for inc in incidents for c in inc.causes]
     for verdict in FITS:
         fit = [(inc, c) for inc, c in causes if c.verdict == verdict]
@@ -130,10 +148,16 @@ def headline(incidents, exposed: dict) -> dict:
             said = "; the sources contradict each other (see the cause)" if c.contradictions else ""
             return {"verdict": verdict, "text": f"{verdict}: {TITLES.get(c.kind, c.kind)} ({inc.id}){said}{lost}"}
     if not causes:
+        if broken and all(r.get("broken_basis") in INFERRED for r in broken):
+            first = min((r["broken_evidence"][0] for r in broken if r.get("broken_evidence")),
+                        key=lambda e: e.get("at") or "", default={})
+            return {"verdict": "inferred", "text": f"inferred: {TITLES['daemon-reload']} (PID 1 logged it at "
+                    f"{first.get('at')}, after the containers were created) most likely revoked the GPU of "
+                    f"hook-injected containers under the systemd driver{lost}; --probe would settle it"}
         if broken:
             return {"verdict": "undetermined", "text": f"undetermined: no incident window was found, so no known "
                     f"cause was weighed{lost}"}
-        return {"verdict": "none", "text": "none: no incident was found"}
+        return {"verdict": "none", "text": f"none: no incident was found{lost}"}
     open_ = sorted({TITLES.get(c.kind, c.kind) for _, c in causes if c.verdict == "undetermined"})
     if not open_:
         return {"verdict": "undetermined", "text": "undetermined: none of the known causes fits (each one is "
@@ -177,11 +201,13 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     if facts.get("runtime") or facts.get("containers"):
         from forensics.redact import ENV_ALLOW
         from . import exposure
+        from .broken import trusted_reloads
         from .device_plugin import device_plugin_settings
         containers = facts.get("containers") or []
         try:
             dp = device_plugin_settings(containers, ENV_ALLOW.match, facts.get("device_plugin_dir"))
-            exposed = {**exposure.assess(facts.get("runtime") or {}, containers, dp), "device_plugin": dp}
+            exposed = {**exposure.assess(facts.get("runtime") or {}, containers, dp, facts.get("engine_cgroup_driver"),
+                                         trusted_reloads(events)), "device_plugin": dp}
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
             exposed = _unassessed(f"the assessment failed ({type(e).__name__}: {e})")
@@ -189,7 +215,8 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         if outside is False and any(r.get("dev_char_missing") for r in exposed.get("containers", [])):
             outside = True  # the /dev/char trap: a spec GPU whose rule runc left out of DeviceAllow= is revoked too
         preconditions["gpu_outside_spec"] = outside
-    broken = [r for r in exposed.get("containers", []) if r.get("broken")]
+    # a container broken only by inference from a reload opens no incident: the reload would then confirm itself
+    broken = [r for r in exposed.get("containers", []) if r.get("broken") and r.get("broken_basis") not in INFERRED]
     basis = {"systemd_cgroup": (facts.get("runtime") or {}).get("systemd_cgroup_basis")}
     incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz, basis)
     tz = nf.tz
@@ -250,7 +277,8 @@ def _red_flags(events: list[Event], tz) -> dict:
 def _unassessed(reason: str) -> dict:
     """The ``exposure`` section when the node's exposure could not be assessed: every setting unknown."""
     return {"assessed": False, "reason": reason, "systemd_cgroup": None, "enable_cdi": None,
-            "nvidia_runtime_mode": None, "device_list_strategy": None, "pass_device_specs": None, "containers": []}
+            "nvidia_runtime_mode": None, "device_list_strategy": None, "pass_device_specs": None, "containers": [],
+            "unknown_containers": []}
 
 
 def _metrics_summary(m: dict | None) -> dict:

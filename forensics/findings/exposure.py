@@ -20,6 +20,8 @@ import re
 
 from ..redact import is_redacted
 from ..timeutil import parse_iso
+from .broken import infer
+from .cgroup_driver import decide
 from .device_plugin import plugin_notes
 from .device_rules import NVIDIA_MAJOR, dropin_allows, from_env, given, rules_allow
 from .remedies import driver_root_trap, remedies
@@ -29,19 +31,26 @@ LEGACY_HOOK = "nvidia-container-runtime-hook"
 PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 
 
-def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) -> dict:
+def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, engines: dict | None = None,
+           reloads: list[dict] | None = None) -> dict:
     """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
 
     ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config/ (``{}`` when absent);
     ``containers``: container records of collectors/containers/; ``device_plugin``: the dict of
-    :func:`forensics.findings.device_plugin.device_plugin_settings` or ``None``. Returns ``{"assessed": True,
+    :func:`forensics.findings.device_plugin.device_plugin_settings` or ``None``; ``engines``: the
+    runtime_config fact ``engine_cgroup_driver`` (None when the bundle has none); ``reloads``: PID 1's
+    trusted reloads (:func:`forensics.findings.broken.trusted_reloads`). Returns ``{"assessed": True,
     "systemd_cgroup",
     "enable_cdi", "nvidia_runtime_mode", "nvidia_runtime_mode_resolved", "device_list_strategy",
     "pass_device_specs", "driver_root", "gpu_outside_spec": bool|None, "containers": [{"id", "pod",
-    "namespace", "container_name", "gpu_injection": spec|cdi|hook|none, "at_risk", "broken", "probe",
+    "namespace", "container_name", "engine", "gpu_injection": spec|cdi|hook|none|unknown (config.json not
+    read), "spec_status" (the record's config.status; None in older bundles), "at_risk", "broken",
+    "broken_basis" (probe|devices.list|bpf|inferred|None, :mod:`forensics.findings.broken`),
+    "broken_evidence" ([cited reload] when inferred), "probe",
     "probe_detail", "devices", "not_reapplied", "dev_char_missing", "runc_skipped" (/dev/char/M:m runc logged it
     skipped for systemd), "systemd_unit" (the record's ``systemctl show`` view or None), "cgroup_driver",
-    "made_inside", "reason"}],
+    "cgroup_driver_source", "cgroup_driver_basis" (:func:`forensics.findings.cgroup_driver.decide`),
+    "made_inside", "reason"}], "unknown_containers": [the rows whose config.json could not be read],
     "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
     Raises nothing for missing keys.
 
@@ -56,12 +65,15 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None) ->
             "nvidia_runtime_mode_resolved": runtime.get("nvidia_runtime_mode_resolved"),
             "device_list_strategy": dp.get("device_list_strategy"), "pass_device_specs": dp.get("pass_device_specs"),
             "driver_root": runtime.get("driver_root")}
-    ctx = _Context(runtime)
+    ctx = _Context(runtime, engines, reloads or [])
     rows = [_container(c, ctx) for c in containers]
-    gpu = [r for r in rows if r["gpu_injection"] != "none"]
-    out = {"assessed": True, **node,
-           "gpu_outside_spec": any(r["gpu_injection"] == "hook" for r in gpu) if gpu else None,
-           "containers": rows, "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
+    unknown = [r for r in rows if r["gpu_injection"] == "unknown"]
+    gpu = [r for r in rows if r["gpu_injection"] not in ("none", "unknown")]
+    # a container whose spec was not read may hold a hook-injected GPU: no "all in the spec" then
+    outside = True if any(r["gpu_injection"] == "hook" for r in gpu) else None if unknown or not gpu else False
+    out = {"assessed": True, **node, "gpu_outside_spec": outside,
+           "containers": rows, "unknown_containers": unknown,
+           "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
     trap = driver_root_trap(runtime, dp)
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
@@ -88,8 +100,8 @@ def _need_reload_note(rows: list[dict]) -> list[str]:
 class _Context:
     """What every container's assessment needs from the node, computed once."""
 
-    def __init__(self, runtime: dict):
-        self.runtime = runtime
+    def __init__(self, runtime: dict, engines: dict | None, reloads: list[dict]):
+        self.runtime, self.engines, self.reloads = runtime, engines, reloads
         self.proc_devices = runtime.get("proc_devices") or {}
         self.majors = {NVIDIA_MAJOR, *self.proc_devices.values(), *(runtime.get("nvidia_majors") or [])}
         self.host = {d["path"]: d for d in runtime.get("host_devices") or [] if d.get("kind") == "c"}
@@ -116,7 +128,39 @@ class _Context:
         return None
 
 
+def _row(c: dict, inj: str, drv: dict) -> dict:
+    """An exposure row with what every container has, before its devices are judged."""
+    return {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
+            "container_name": c.get("container_name"), "engine": drv["engine"], "gpu_injection": inj,
+            "spec_status": (c.get("config") or {}).get("status") if isinstance(c.get("config"), dict) else None,
+            "at_risk": False, "broken": False, "broken_basis": None, "broken_evidence": [], "probe": "not-run",
+            "probe_detail": c.get("probe") or {}, "devices": [], "not_reapplied": [], "dev_char_missing": [],
+            "runc_skipped": [], "systemd_unit": c.get("systemd_unit"), "cgroup_driver": drv["driver"],
+            "cgroup_driver_source": drv["source"], "cgroup_driver_basis": drv["basis"], "made_inside": []}
+
+
+def _spec_unread(c: dict) -> str | None:
+    """Why the container's config.json was not read (``config.status`` and its detail), or None when it was
+    (or the record predates the ``config`` key and holds the spec's lists)."""
+    cfg = c.get("config") if isinstance(c.get("config"), dict) else None
+    if cfg is None:
+        return None if c.get("linux_devices") is not None or c.get("hooks") is not None else "not recorded"
+    if cfg.get("status") == "collected":
+        return None
+    return f"{cfg.get('status') or 'unknown'}" + (f": {cfg['detail']}" if cfg.get("detail") else "")
+
+
 def _container(c: dict, ctx: _Context) -> dict:
+    drv = decide(c, ctx.engines, ctx.runtime)
+    if drv["conflict"]:
+        ctx.notes.append(f"{c.get('id')}: the sources disagree on the cgroup driver: {drv['conflict']}")
+    unread = _spec_unread(c)
+    if unread:
+        row = _row(c, "unknown", drv)
+        row["spec_detail"] = unread
+        row["reason"] = (f"config.json {unread}: whether the runtime gave it a GPU, and how, cannot be assessed "
+                         "(unknown, not \"no GPU\").")
+        return row
     spec = [(d.get("major"), d.get("minor"), d.get("path")) for d in c.get("linux_devices") or []
             if d.get("type", "c") == "c"
             and (d.get("major") in ctx.majors or str(d.get("path", "")).startswith("/dev/nvidia"))]
@@ -159,12 +203,9 @@ def _container(c: dict, ctx: _Context) -> dict:
     used = inside or [u for u in spec if gave(*u)] or (
         from_env(selection, ctx) if selection not in (None, "?") and inj != "none" else [])
     cg = c.get("cgroup") or {}
-    driver = cg.get("driver") or {True: "systemd", False: "cgroupfs"}.get(ctx.runtime.get("systemd_cgroup"))
-    row = {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
-           "container_name": c.get("container_name"), "gpu_injection": inj, "at_risk": False, "broken": False,
-           "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in used]), "probe_detail": c.get("probe") or {},
-           "devices": [f"{p} ({M}:{m})" for M, m, p in used], "not_reapplied": [], "dev_char_missing": [],
-           "runc_skipped": [], "systemd_unit": c.get("systemd_unit"), "cgroup_driver": driver, "made_inside": []}
+    driver = drv["driver"]
+    row = {**_row(c, inj, drv), "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in used]),
+           "devices": [f"{p} ({M}:{m})" for M, m, p in used]}
     reasons = [_how(inj, legacy, requested, nvd)]
     if foreign:
         reasons.append(f"{', '.join(f'{p} ({M}:{m})' for M, m, p in foreign)} in its /dev "
@@ -174,22 +215,28 @@ def _container(c: dict, ctx: _Context) -> dict:
         row["made_inside"] = made
         reasons.append(f"{', '.join(made)} {'was' if len(made) == 1 else 'were'} made inside the container "
                        "(changed after the runtime created it), so no evidence of what the runtime gave")
+    assumed = f" ({drv['source']})" if drv["basis"] == "default" else ""
     if used and driver == "systemd":
         _reload_risk(row, reasons, c, used, spec, ctx)
+        if assumed and row["at_risk"]:
+            reasons.append(f"at risk inferred from the engine's default: the systemd driver is{assumed[:-1]}, "
+                           "not shown by the node)")
     elif used and driver == "cgroupfs":
-        reasons.append("the cgroupfs driver: a daemon-reload does not rewrite its device rules")
+        reasons.append(f"the cgroupfs driver{assumed}: a daemon-reload does not rewrite its device rules")
     elif used:
-        reasons.append("the cgroup driver is unknown, so the reload risk cannot be judged")
+        reasons.append(f"the cgroup driver is unknown ({drv['source']}), so the reload risk cannot be judged")
     eperm = [p for p, v in (c.get("probe") or {}).items() if v == "EPERM" and any(p == u[2] for u in inside)]
     rules = cg.get("rules")
     denied = [f"{p} ({M}:{m})" for M, m, p in used if rules is not None and not rules_allow(rules, M, m)]
     if inside and eperm:
-        row["broken"] = True
+        row["broken"], row["broken_basis"] = True, "probe"
         reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked"
                        + _programs(cg.get("bpf") if cg.get("version") == 2 else None))
     if denied:
-        row["broken"] = True
+        row["broken"], row["broken_basis"] = True, row["broken_basis"] or "devices.list"
         reasons.append(f"devices.list no longer allows {', '.join(denied)}")
+    if not row["broken"] and row["at_risk"]:
+        infer(row, reasons, c, ctx.reloads)
     row["reason"] = "; ".join(reasons) + "."
     return row
 
@@ -321,34 +368,72 @@ def _probe_summary(probe: dict, paths: list[str]) -> str:
 
 
 def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str:
-    gpu = [r for r in rows if r["gpu_injection"] != "none"]
+    """The exposure's one sentence: broken, exposed (at risk), undetermined or not exposed, saying which
+    drivers are assumed from an engine's default, which containers are broken by inference, and how many
+    could not be assessed (:func:`unassessed_text`)."""
+    gpu = [r for r in rows if r["gpu_injection"] not in ("none", "unknown")]
     broken = [r for r in rows if r["broken"]]
     risk = [r for r in rows if r["at_risk"] and not r["broken"]]
-    tail = f" Containerised-driver trap: {'; '.join(trap)}." if trap else ""
-    sc = {True: "SystemdCgroup=true", False: "SystemdCgroup=false"}.get(node["systemd_cgroup"],
-                                                                        "the systemd cgroup driver")
+    unread = unassessed_text([r for r in rows if r["gpu_injection"] == "unknown"])
+    tail = (f" {unread[0].upper()}{unread[1:]}." if unread else "") + (
+        f" Containerised-driver trap: {'; '.join(trap)}." if trap else "")
+    containerd = all(r.get("engine") in ("containerd", None) and r["cgroup_driver_basis"] != "default" for r in risk)
+    sc = {True: "SystemdCgroup=true", False: "SystemdCgroup=false"}.get(
+        node["systemd_cgroup"] if containerd else None, "the systemd cgroup driver")
+    assumed = [r for r in risk if r["cgroup_driver_basis"] == "default"]
+    if assumed:
+        sc += (f" (assumed for {len(assumed)} of them from the engine's default, not shown by the node)"
+               if len(risk) > 1 else " (assumed from the engine's default, not shown by the node)")
+    inferred = [r for r in broken if r.get("broken_basis") in ("inferred", "bpf")]
+    how = (f" ({len(inferred)} of them inferred from a daemon-reload after {'its' if len(inferred) == 1 else 'their'}"
+           f" creation, no probe ran: --probe would settle it)" if inferred else "")
     if risk:
         kinds = {"hook-injected" if r["gpu_injection"] == "hook" else "caught by the /dev/char trap" for r in risk}
         n = len(risk)
         head = (f"Broken and exposed: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU "
-                f"access, and {n} more " if broken else f"Exposed: {n} container{'s' if n != 1 else ''} ")
+                f"access{how}, and {n} more " if broken else f"Exposed: {n} container{'s' if n != 1 else ''} ")
         return (head + f"{'is' if n == 1 else 'are'} {' or '.join(sorted(kinds))} under {sc}; one daemon-reload away "
                 f"from losing {'its' if n == 1 else 'their'} GPU." + tail)
     if broken:
-        return (f"Broken: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU access; "
+        return (f"Broken: {len(broken)} container{'s' if len(broken) != 1 else ''} already lost GPU access{how}; "
                 "recreate them and apply the remedies." + tail)
     mode = node["nvidia_runtime_mode_resolved"] or "an unresolved"
     specs = ("no device specs passed" if node["pass_device_specs"] is False
              else "device specs not known to be passed (the device plugin's PASS_DEVICE_SPECS is unknown)")
     later = (f"; new GPU pods would be, though: SystemdCgroup=true with the toolkit in {mode} mode and {specs}"
              if future else "")
+    trap_tail = f" Containerised-driver trap: {'; '.join(trap)}." if trap else ""
+    if unread and not gpu:
+        others = sum(r["gpu_injection"] == "none" for r in rows)
+        return (f"Undetermined: {unread}; no GPU container was found among the {others} other"
+                f"{'s' if others != 1 else ''}{later}." + trap_tail)
     if not gpu:
         return f"Not exposed now: no GPU containers were found{later}." + tail
-    if node["systemd_cgroup"] is None and not any(r["cgroup_driver"] for r in gpu):
+    if not any(r["cgroup_driver"] for r in gpu):
         return f"Undetermined: {len(gpu)} GPU containers, but the cgroup driver is unknown." + tail
-    how = "cgroupfs driver" if all(r["cgroup_driver"] == "cgroupfs" for r in gpu) else "devices in the OCI spec"
-    return (f"Not exposed: all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} keep their devices across a "
-            f"daemon-reload ({how}){later}." + tail)
+    unknown = [r for r in gpu if r["cgroup_driver"] is None and r["gpu_injection"] == "hook"]
+    if unknown:
+        return (f"Undetermined: {len(unknown)} of the {len(gpu)} GPU containers {'is' if len(unknown) == 1 else 'are'}"
+                " hook-injected under an unknown cgroup driver." + tail)
+    kept = "cgroupfs driver" if all(r["cgroup_driver"] == "cgroupfs" for r in gpu) else "devices in the OCI spec"
+    guess = [r for r in gpu if r["cgroup_driver_basis"] == "default" and r["cgroup_driver"] == "cgroupfs"
+             and r["gpu_injection"] == "hook"]
+    if guess:
+        kept += f"; the cgroupfs driver of {len(guess)} is assumed from the engine's default, not shown by the node"
+    keep = (f"all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} keep their devices across a "
+            f"daemon-reload ({kept}){later}.")
+    if unread:
+        return f"Undetermined: {unread}; the other {keep}" + trap_tail
+    return "Not exposed: " + keep + tail
+
+
+def unassessed_text(unknown: list[dict]) -> str:
+    """``"2 containers could not be assessed (config.json unreadable: EACCES)"`` for the rows whose spec was
+    not read (``spec_detail``), or ``""`` when there are none."""
+    if not unknown:
+        return ""
+    why = "; ".join(dict.fromkeys(f"config.json {r.get('spec_detail') or 'not read'}" for r in unknown))
+    return f"{len(unknown)} container{'s' if len(unknown) != 1 else ''} could not be assessed ({why})"
 
 
 def _vtuple(v: str | None) -> tuple[int, ...]:
