@@ -420,11 +420,11 @@ def _verdict(node: dict, rows: list[dict], trap: list[str], future: bool) -> str
              and r["gpu_injection"] == "hook"]
     if guess:
         kept += f"; the cgroupfs driver of {len(guess)} is assumed from the engine's default, not shown by the node"
-    keep = (f"all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} keep their devices across a "
-            f"daemon-reload ({kept}){later}.")
+    keep = f"keep their devices across a daemon-reload ({kept}){later}."
     if unread:
-        return f"Undetermined: {unread}; the other {keep}" + trap_tail
-    return "Not exposed: " + keep + tail
+        return (f"Undetermined: {unread}; the {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} assessed "
+                + keep + trap_tail)
+    return f"Not exposed: all {len(gpu)} GPU container{'s' if len(gpu) != 1 else ''} " + keep + tail
 
 
 def unassessed_text(unknown: list[dict]) -> str:
