@@ -19,8 +19,9 @@ from test_hostile_inputs import MACHINE, node_root
 from test_journal import T0, entry, pid1
 
 from forensics.bundle import Bundle
-from forensics.findings.analysis import build
+from forensics.findings.analysis import build, driver_precondition
 from forensics.findings.exposure import assess
+from forensics.timeutil import iso_z
 from forensics.ops.pipeline import collect, read_all
 from reports import render
 
@@ -253,3 +254,54 @@ def test_an_unread_config_next_to_safe_gpu_containers_is_still_undetermined(tmp_
                               "(devices in the OCI spec); new GPU pods would be, though: SystemdCgroup=true with the "
                               "toolkit in legacy mode and device specs not known to be passed (the device plugin's "
                               "PASS_DEVICE_SPECS is unknown).")
+
+
+def docker_host(tmp_path, RELOAD):
+    """The issue's Docker host: containerd's own config reads SystemdCgroup=false (it says nothing of
+    Docker's driver), the container's runc state shows the systemd driver and its probe EPERM, and PID 1
+    logged a reload: the container's own evidence sets the precondition, so the reload is not EXCLUDED."""
+    cid = "d0c4e5"
+    eperm = {p: "EPERM" for p, _, _ in GPU}
+    src = f"runc state.json cgroup path system.slice:docker:{cid}"
+    root = node_root(tmp_path / "docker")
+    build_journal(b"".join([pid1(T0 - 600 * S, "Started docker.service.", UNIT="docker.service"),
+                            *RELOAD]), root / "var/log/journal" / MACHINE / "system.journal")
+    window = [{"start": iso_z(T0 - 3600 * S), "end": iso_z(T0 + 3600 * S), "label": "pager"}]
+    path, _d, _a = collect(root, tmp_path / "docker" / "bundle", argv=["gpu-forensics", "collect"], incidents=window)
+    bundle = Bundle.open(path)
+    readings = read_all(bundle)
+    (tmp_path / "rt").mkdir()
+    readings.facts["runtime"] = node(tmp_path / "rt", systemd_cgroup=False)
+    assert readings.facts["runtime"]["systemd_cgroup"] is False
+    readings.facts["containers"] = [record(cid, engine="docker", namespace="moby", source=src, probe=eperm)]
+    a = build(readings, bundle, full_timeline=True)
+    [r] = a["exposure"]["containers"]
+    assert (r["broken"], r["broken_basis"], r["cgroup_driver"], r["cgroup_driver_basis"]) == (
+        True, "probe", "systemd", "evidence")
+    [inc] = a["incidents"]
+    [reload] = [c for c in inc["causes"] if c["kind"] == "daemon-reload"]
+    return reload, a
+
+
+def test_a_docker_host_whose_containerd_config_says_cgroupfs_does_not_exclude_the_reload_its_journal_logs(tmp_path):
+    reload, _a = docker_host(tmp_path, [pid1(T0, "Reloading.")])
+    assert reload["verdict"] == "confirmed"
+
+
+def test_a_docker_host_without_a_reload_line_is_not_excluded_by_containerds_setting(tmp_path):
+    """No reload line (the journal rotated): the container's own systemd driver satisfies the precondition;
+    containerd's SystemdCgroup=false (a Docker host's containerd says nothing of Docker) is not held against it."""
+    reload, _a = docker_host(tmp_path, [])
+    assert reload["verdict"] == "inferred"
+    assert "a reload there fits the symptom." in reload["reason"] and "systemd_cgroup" not in reload["reason"]
+
+
+def test_the_precondition_follows_the_gpu_containers_shown_drivers_and_ignores_assumed_ones():
+    rows = [{"id": "a" * 64, "gpu_injection": "hook", "cgroup_driver": "cgroupfs", "cgroup_driver_basis": "evidence",
+             "cgroup_driver_source": "cgroup path /kubepods/besteffort/pod1/aaaa"},
+            {"id": "b" * 64, "gpu_injection": "hook", "cgroup_driver": "systemd", "cgroup_driver_basis": "default"}]
+    assert driver_precondition(rows, True, "config (runtime nvidia)") == (
+        False, f"container {'a' * 12} runs under cgroupfs: cgroup path /kubepods/besteffort/pod1/aaaa; "
+               "containerd's setting read True (config (runtime nvidia))")
+    assert driver_precondition(rows[1:], False, "config") == (False, "config")  # an assumption changes nothing
+    assert driver_precondition([{**rows[0], "gpu_injection": "none"}], None, None) == (None, None)

@@ -172,6 +172,29 @@ def headline(incidents, exposed: dict) -> dict:
 CONTEXT_MARGIN = timedelta(hours=1)
 
 
+def driver_precondition(rows: list[dict], value: bool | None, basis: str | None) -> tuple[bool | None, str | None]:
+    """The ``systemd_cgroup`` precondition of the reload cause, from the GPU containers' own drivers first.
+
+    ``rows``: the exposure's container rows; ``value``/``basis``: containerd's CRI setting and where it was
+    read. A GPU container whose driver is shown by its own evidence or its engine's config (basis
+    ``evidence`` / ``engine config``, findings/cgroup_driver.py) is direct evidence and wins over the
+    containerd setting (a Docker host's containerd config says nothing of Docker's driver): any such
+    container under systemd makes it True, all of them under cgroupfs make it False; a driver that is only
+    assumed from a default changes nothing. Returns the (value, basis) pair; raises nothing."""
+    shown = [r for r in rows if r.get("gpu_injection") not in (None, "none", "unknown")
+             and r.get("cgroup_driver_basis") in ("evidence", "engine config") and r.get("cgroup_driver")]
+    if not shown:
+        return value, basis
+    sysd = [r for r in shown if r["cgroup_driver"] == "systemd"]
+    pick = sysd[0] if sysd else shown[0]
+    new = bool(sysd)
+    if new is value:
+        return value, basis
+    src = pick.get("cgroup_driver_source") or pick["cgroup_driver_basis"]
+    said = f"; containerd's setting read {value} ({basis})" if value is not None and basis else ""
+    return new, f"container {str(pick.get('id'))[:12]} runs under {pick['cgroup_driver']}: {src}{said}"
+
+
 def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[list[dict], dict]:
     """Timeline entries, and ``{kind: count}`` of context events left out (none when ``full``)."""
     near = within((i.start - CONTEXT_MARGIN, i.end + CONTEXT_MARGIN) for i in incidents)
@@ -218,6 +241,8 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     # a container broken only by inference from a reload opens no incident: the reload would then confirm itself
     broken = [r for r in exposed.get("containers", []) if r.get("broken") and r.get("broken_basis") not in INFERRED]
     basis = {"systemd_cgroup": (facts.get("runtime") or {}).get("systemd_cgroup_basis")}
+    preconditions["systemd_cgroup"], basis["systemd_cgroup"] = driver_precondition(
+        exposed.get("containers", []), preconditions["systemd_cgroup"], basis["systemd_cgroup"])
     incidents, cov = correlate(m, events, coverage, preconditions, broken, facts.get("metrics"), nf.tz, basis)
     tz = nf.tz
     for inc in incidents:  # into the sorted events, after those of the same time
