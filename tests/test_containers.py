@@ -240,7 +240,9 @@ def test_config_that_is_not_json_is_not_stored(node, tmp_path):
     art = [a for a in b.artifacts() if a.source.endswith(f"{CID}/config.json")]
     assert art[0].status.value == "error" and art[0].path is None and "cannot be redacted" in art[0].message
     rec, = containers.read(b, NodeFacts()).facts["containers"]
-    assert rec["hooks"]["prestart"] == [] and rec["cgroup"]["version"] == 2
+    # the spec could not be read: its hooks are unknown (None), not "no hooks" (issue 14)
+    assert rec["hooks"] is None and rec["linux_devices"] is None and rec["cgroup"]["version"] == 2
+    assert rec["config"]["status"] == "error" and rec["config"]["detail"].startswith("not valid JSON")
     assert rec["device_plugin_socket_mount"] is None  # unknown, not "has no such mount"
 
 

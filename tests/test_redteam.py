@@ -358,7 +358,9 @@ def _containers(root: Path, out: Path) -> tuple[Bundle, dict]:
 def test_l3_deeply_nested_config_still_gives_a_record(tmp_path):
     deep = '{"process":{"env":["NVIDIA_VISIBLE_DEVICES=all"]},"x":' + "[" * 900 + "]" * 900 + "}"
     b, recs = _containers(_container_root(tmp_path, "deep", deep), tmp_path / "b")
-    assert recs["deep"]["linux_devices"] == [] and recs["deep"]["env"] == {}
+    # the spec could not be read: its devices and env are unknown (None), not "none" (issue 14)
+    assert recs["deep"]["linux_devices"] is None and recs["deep"]["env"] is None
+    assert recs["deep"]["config"] == {"status": "error", "detail": "JSON nested too deeply to read"}
     assert any(a.status.value == "error" and "nested too deeply" in (a.message or "") for a in b.artifacts())
     assert not any(a.path == "containers/k8s.io/deep/config.json" for a in b.artifacts())
 

@@ -1,12 +1,23 @@
 """Containers: the runtime's on-disk state (not the CRI API), their cgroup device rules, the device
 nodes they can see, and (with ``--probe``) whether they can still open them.
 
-Sources, all read under ``--root`` (formats.md §5.2, §6; issue 3 items 1, 3, 4):
+Sources, all read under ``--root`` (formats.md §5.2, §6; stacks.md §6 Docker, §7 CRI-O; issue 3 items 1,
+3, 4; issue 14 item 1), found by :mod:`collectors.containers.engines` whatever engine runs them:
 - containerd bundles ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (``config.json`` as
-  runc read it, i.e. after nvidia-container-runtime rewrote it; ``options.json``; ``init.pid``), for
-  the state dirs /run/containerd, /run/k3s/containerd and :data:`STATE_DIRS`;
-- runc state ``<runc root>/<namespace>/<id>/state.json`` (root from ``options.json``, default
-  /run/containerd/runc) and plain runc / CRI-O state ``/run/runc/<id>/state.json``;
+  runc read it, i.e. after nvidia-container-runtime rewrote it; ``options.json``; ``init.pid``;
+  ``log.json``), for the state dirs /run/containerd, /run/k3s/containerd, dockerd's own
+  /run/docker/containerd/daemon, :data:`STATE_DIRS`, and those learnt from live ``containerd-shim*``
+  (working directory, ``-address``), ``containerd --state`` and ``dockerd --exec-root`` command lines;
+  the ``moby`` namespace is Docker's (engine ``docker``), every other one containerd's (``containerd``);
+- CRI-O ``<runroot>/<driver>-containers/<id>/userdata/`` (``config.json``, conmon's ``pidfile``), run
+  root /run/containers/storage or crio.conf(.d) / storage.conf ``runroot`` (engine ``crio``);
+- runc state ``<runc root>/<id>/state.json`` or ``<runc root>/<namespace>/<id>/state.json``, for the
+  roots /run/runc, /run/containerd/runc, /run/docker/runtime-runc, each containerd task's
+  ``options.json`` Root, CRI-O's ``runtime_root`` and the ``--root`` of live runc / conmon /
+  containerd-shim command lines; a container met only here is engine ``runc`` unless the bundle its
+  state names is a containerd or CRI-O one (the same id met twice is one record, ``found_via`` both);
+- Docker's ``<data-root>/containers/<id>/config.v2.json`` for a ``moby`` container's name and image
+  (only those and its Kubernetes labels are kept, as ``docker-config.json``);
 - cgroup v1 ``devices.list``; systemd's transient unit and drop-ins
   ``/run/systemd/transient/<scope>.scope[.d/*.conf]``; ``bpftool`` for cgroup v2 device programs;
 - ``/proc/<pid>/root/dev`` of the container's init, read with lstat only, through directory file
@@ -17,7 +28,10 @@ This module lists the containers (:func:`acquire`) and reads their records back 
 :func:`read`); one container is acquired by :mod:`collectors.containers.container`, its cgroup read
 by :mod:`collectors.containers.cgroup`; the formats are parsed in :mod:`collectors.containers.parse`.
 
-Bundle layout written by :func:`acquire`, per container ``containers/<namespace>/<id>/``::
+Bundle layout written by :func:`acquire`: ``containers/roots.json`` (:func:`engines.roots_record`: every
+containerd state dir, CRI-O run root and runc root looked in, each with how it was learnt), and per
+container ``containers/<namespace>/<id>/`` (namespace: containerd's, ``crio`` for CRI-O, ``runc`` for a
+flat runc root)::
 
     config.json      the on-disk OCI spec, redacted (env values, credential annotations, URL creds)
     state.json       runc's state, redacted the same way
@@ -26,14 +40,21 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
     systemd/...      the transient unit file and its drop-ins, as read
     bpftool-*.json   bpftool output (cgroup v2)
     log.json         runc's log (JSON lines), redacted like every log
+    docker-config.json  Name, Config.Image and Kubernetes labels of Docker's config.v2.json (moby only)
     systemctl-show.txt  ``systemctl show`` of the scope (live, GPU containers under systemd; unit.py)
     probe.json       the --probe child's raw report
     record.json      the summary record, below
 
 ``record.json`` (consumed by the exposure assessment)::
 
-    {"id", "namespace" (containerd namespace; "runc" for /run/runc), "pod", "pod_namespace",
+    {"id", "namespace" (containerd namespace; "crio"; "runc" for a flat runc root), "pod", "pod_namespace",
      "container_name", "image", "created" (ISO UTC), "pid" (host pid of init), "bundle" (host path),
+     "engine": "containerd"|"docker"|"crio"|"runc" (see Sources),
+     "found_via": [str: each path the container was met through: task dir, userdata dir, runc state + root],
+     "config": {"status": "collected"|"absent"|"unreadable"|"error"|"truncated", "detail": str|None}: the
+               on-disk config.json (detail: errno name and message, "over the 8 MiB bound; not read", "gone
+               mid-run: ...", "not valid JSON (...)"); when not collected, hooks, linux_devices,
+               resources_devices, env and annotations are None (unknown), never empty,
      "hooks": {prestart|createRuntime|createContainer|startContainer|poststart|poststop: [{path, args}]},
      "linux_devices": [{path, type, major, minor}],
      "resources_devices": [{allow, type ("c"|"b"|"a"|None = unset), major, minor (None = wildcard), access}],
@@ -43,7 +64,11 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
                     /var/lib/kubelet/device-plugins (the kubelet's registration socket) at that path, as a
                     real device plugin's do (parse.device_plugin_socket_mount); None when
                     config.json could not be read; absent in bundles written by older versions,
-     "cgroup": {"version": 1|2|None, "path", "driver": "systemd"|"cgroupfs"|None,
+     "cgroup": {"version": 1|2|None, "path", "driver": "systemd"|"cgroupfs"|None (only from this container's
+                own evidence: parse.cgroup_driver; None when it does not show it, never an engine default),
+                "driver_source": str naming that evidence ("runc state.json config.cgroups.Systemd=true",
+                "cgroup path ... (a systemd scope)", "config.json linux.cgroupsPath ...", "options.json
+                SystemdCgroup=true") | None,
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
                 "systemd_drop_in": {"policy", "allow": [DeviceAllow values]} | None,
                 "bpf": [{id, name, loaded_at}] (v2, bpftool present) | None},
@@ -58,7 +83,8 @@ Bundle layout written by :func:`acquire`, per container ``containers/<namespace>
      "systemd_unit": {NeedDaemonReload: bool|None, DevicePolicy, DeviceAllow: [str], ControlGroup,
                       LoadState} (parse.parse_systemctl_show) | None (not read: not live, no systemd,
                       no GPU or not the systemd driver)}
-    (``runc_log``, ``skipped_devices`` and ``systemd_unit`` are absent in bundles of older versions)
+    (``runc_log``, ``skipped_devices`` and ``systemd_unit`` are absent in bundles of older versions, and so
+    are ``engine``, ``found_via``, ``config`` and ``cgroup.driver_source``: readers take absent as unknown)
 """
 from __future__ import annotations
 
@@ -72,11 +98,12 @@ from forensics.bundle import Bundle
 from forensics.source import CollectContext, Option, Reading
 from forensics.events import Event, NodeFacts
 
+from . import engines as eng
 from . import parse as cp
 from . import probe as probe_mod
 from .cgroup import TRANSIENT
 from .unit import Systemctl
-from .container import PLAIN_NS, PROBE_BUDGET_S, RECORD, _containerd_one, _plain_runc_one
+from .container import PROBE_BUDGET_S, RECORD, _found_one, _read_json
 from .parse import _time
 
 
@@ -94,9 +121,6 @@ PROBE = Option("--probe", "probe", "open() each GPU device inside each container
 STATE_DIRS = Option(None, "containerd_state_dirs", "extra containerd state directories", default=())
 OPTIONS = [PROBE, STATE_DIRS]
 
-DEFAULT_STATE_DIRS = ("/run/containerd", "/run/k3s/containerd")
-TASK_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux")
-PLAIN_RUNC_ROOTS = ("/run/runc",)
 MAX_CONTAINERS = 5000
 
 
@@ -104,47 +128,33 @@ MAX_CONTAINERS = 5000
 def acquire(ctx: CollectContext) -> None:
     """Inventory every container from the runtime's on-disk state into ``containers/``.
 
-    Reads :data:`STATE_DIRS` (extra containerd state dirs, host paths read under ``ctx.root``) and
-    :data:`PROBE` (run the open() probe of :mod:`collectors.containers.probe`; otherwise every probe
-    result is ``not-run``); adds each GPU container to ``ctx.gpu_containers``. Every file that could
-    not be read is recorded in the manifest with its errno; nothing on the host is written, except
-    the probe child's own pid into the container's ``cgroup.procs`` (it leaves when the child exits).
+    Finds them with :func:`collectors.containers.engines.discover` (containerd, Docker, CRI-O and plain
+    runc, the roots learnt from the node; written to ``containers/roots.json``), reads :data:`STATE_DIRS`
+    (extra containerd state dirs, host paths read under ``ctx.root``) and :data:`PROBE` (run the open()
+    probe of :mod:`collectors.containers.probe`; otherwise every probe result is ``not-run``); adds each
+    GPU container to ``ctx.gpu_containers``. Every file that could not be read is recorded in the manifest
+    with its errno; nothing on the host is written, except the probe child's own pid into the container's
+    ``cgroup.procs`` (it leaves when the child exits).
     """
-    state_dirs = list(DEFAULT_STATE_DIRS) + [str(d) for d in ctx.value(STATE_DIRS)]
     env = _Env(ctx)
-    seen: set[tuple[str, str]] = set()
-    for state_dir in dict.fromkeys(os.path.normpath(d) for d in state_dirs):
-        for task_dir in TASK_DIRS:
-            base = f"{state_dir}/{task_dir}"
-            try:
-                namespaces = hostfs.listdir(ctx.root, base)
-            except OSError as e:
-                if task_dir == TASK_DIRS[0] and state_dir in DEFAULT_STATE_DIRS[:1]:
-                    ctx.writer.record(from_oserror(base, "listdir", e))
-                continue
-            for ns in namespaces:
-                ids = ctx.listdir(f"{base}/{ns}")
-                if ids is None:
-                    continue
-                for cid in ids:
-                    if (ns, cid) in seen:
-                        continue
-                    if len(seen) >= MAX_CONTAINERS:
-                        ctx.writer.record(Artifact(None, base, Status.TRUNCATED, "listdir",
-                                                   notes=(f"truncated: only {MAX_CONTAINERS} containers",)))
-                        return
-                    seen.add((ns, cid))
-                    _safe(ctx, ns, cid, lambda: _containerd_one(ctx, env, state_dir, ns, cid, f"{base}/{ns}/{cid}"))
-    for runc_root in PLAIN_RUNC_ROOTS:
-        try:
-            ids = hostfs.listdir(ctx.root, runc_root)
-        except OSError:
-            continue
-        known = {c for _, c in seen}
-        for cid in ids:
-            if cid not in known and len(seen) < MAX_CONTAINERS:
-                seen.add((PLAIN_NS, cid))
-                _safe(ctx, PLAIN_NS, cid, lambda: _plain_runc_one(ctx, env, runc_root, cid))
+    default_tasks = f"{eng.CONTAINERD_STATE_DIRS[0]}/{eng.TASK_DIRS[0]}"
+    try:
+        hostfs.listdir(ctx.root, default_tasks)
+    except OSError as e:  # the usual node's runtime: say that it is not there
+        ctx.writer.record(from_oserror(default_tasks, "listdir", e))
+
+    def read_options(f):
+        return _read_json(ctx, f"{f.bundle}/options.json", f"containers/{f.namespace}/{f.id}/options.json",
+                          redact=False)
+    inv, roots = eng.discover(ctx, ctx.value(STATE_DIRS), read_options, MAX_CONTAINERS)
+    ctx.writer.write_json("containers/roots.json", eng.roots_record(roots), source="containers:discovery",
+                          method="containers", notes=("where the collector looked for containers, and why",))
+    if inv.full:
+        ctx.writer.record(Artifact(None, "containers", Status.TRUNCATED, "listdir",
+                                   notes=(f"truncated: only {MAX_CONTAINERS} containers",)))
+    docker_roots = list(roots.docker)
+    for f in inv.found:
+        _safe(ctx, f.namespace, f.id, lambda: _found_one(ctx, env, f, docker_roots))
 
 
 def _safe(ctx, ns, cid, fn):

@@ -28,11 +28,14 @@ def _cgroup_path_ok(p) -> bool:
     return isinstance(p, str) and p.startswith("/sys/fs/cgroup/") and ".." not in p.split("/") and "\0" not in p
 
 
-def _cgroup(ctx, env, rel, cid, spec, state, pid, systemd_opt) -> tuple[dict, list[str]]:
-    """The record's ``cgroup`` and the cgroup directories (host paths) the probe joins."""
+def _cgroup(ctx, env, rel, cid, spec, state, pid, options) -> tuple[dict, list[str]]:
+    """The record's ``cgroup`` and the cgroup directories (host paths) the probe joins. ``options``:
+    containerd's parsed options.json (or None); the driver and its source are
+    :func:`collectors.containers.parse.cgroup_driver`'s."""
     paths = state.get("cgroup_paths") if isinstance(state.get("cgroup_paths"), dict) else {}
+    path_from = "runc state.json cgroup_paths"
     if not paths and pid:
-        paths = _proc_cgroup_paths(ctx, pid)
+        paths, path_from = _proc_cgroup_paths(ctx, pid), f"/proc/{pid}/cgroup"
     bad = {k: paths[k] for k in ("devices", "") if paths.get(k) and not _cgroup_path_ok(paths[k])}
     if bad:
         ctx.writer.record(Artifact(None, f"container:{cid}", Status.ERROR, "containers",
@@ -41,21 +44,14 @@ def _cgroup(ctx, env, rel, cid, spec, state, pid, systemd_opt) -> tuple[dict, li
         paths = {k: v for k, v in paths.items() if k not in bad}
     version = 1 if paths.get("devices") else 2 if paths.get("") else None
     path = paths.get("devices") or paths.get("") or None
-    sysd = cp.dig(state, "config", "cgroups", "Systemd")
-    cgpath = cp.dig(spec, "linux", "cgroupsPath")
-    if state:
-        driver = "systemd" if sysd is True else "cgroupfs"
-    elif systemd_opt or (isinstance(cgpath, str) and cgpath.count(":") == 2) or (path or "").endswith(".scope"):
-        driver = "systemd"
-    else:
-        driver = "cgroupfs" if path else None
+    driver, driver_source = cp.cgroup_driver(state, spec, path, path_from, options)
     rules = None
     if version == 1 and path:
         kept: list[bytes] = []
         art = ctx.writer.copy(ctx.root, f"{path}/devices.list", f"{rel}/devices.list", limit=SMALL_LIMIT, keep=kept)
         if art.status in (Status.COLLECTED, Status.TRUNCATED):
             rules = cp.parse_devices_list(b"".join(kept).decode("utf-8", "replace"))
-    return {"version": version, "path": path, "driver": driver, "rules": rules,
+    return {"version": version, "path": path, "driver": driver, "driver_source": driver_source, "rules": rules,
             "systemd_drop_in": _drop_ins(ctx, env, rel, cid, path), "bpf": _bpf(ctx, env, rel, version, path)}, \
         [p for p in (paths.get("devices"), paths.get("")) if p]
 

@@ -1,24 +1,29 @@
 """Acquisition of one container: its runtime files, whether its pid is still its init, its /dev,
 the open() probe, and the ``record.json`` that sums it up.
 
-For a containerd bundle (:func:`_containerd_one`) or a plain runc / CRI-O state directory
-(:func:`_plain_runc_one`) it stores ``options.json``, ``state.json`` and ``config.json`` (redacted by
-:func:`forensics.redact.redact_spec` and re-serialised, :func:`_read_json`), checks that the recorded
-pid is still the container's init (:func:`_pid_is_init`), reads the cgroup
-(:mod:`collectors.containers.cgroup`), lists ``/proc/<pid>/root/dev`` and runs the probe
-(:mod:`collectors.containers.probe`), and writes ``containers/<namespace>/<id>/record.json`` in the
-shape the package docstring gives. ``env`` is the run's :class:`collectors.containers._Env`.
+For each container :mod:`collectors.containers.engines` found (:func:`_found_one`: a containerd or
+Docker task directory, a CRI-O userdata directory, or a runc state under any root) it stores
+``state.json`` and ``config.json`` (redacted by :func:`forensics.redact.redact_spec` and re-serialised,
+:func:`_read_json`; containerd's ``options.json`` is stored by the discovery), records how the spec read
+went (the record's ``config``: :func:`_read_spec`), checks that the recorded pid is still the
+container's init (:func:`_pid_is_init`), reads the cgroup (:mod:`collectors.containers.cgroup`), lists
+``/proc/<pid>/root/dev`` and runs the probe (:mod:`collectors.containers.probe`), and writes
+``containers/<namespace>/<id>/record.json`` in the shape the package docstring gives. ``env`` is the
+run's :class:`collectors.containers._Env`.
 """
 from __future__ import annotations
 
+import errno
 import json
 from datetime import datetime
 
 from forensics import hostfs
-from forensics.artifact import Artifact, Status, from_oserror
+from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics import redact as rd
 from forensics.source import GpuContainer
 
+import collectors.containers.docker as dk
+import collectors.containers.engines as eng
 import collectors.containers.parse as cp
 import collectors.containers.probe as probe_mod
 import collectors.containers.unit as unit_mod
@@ -26,34 +31,70 @@ from .cgroup import SMALL_LIMIT, _cgroup
 from .parse import _time
 
 DEFAULT_RUNC_ROOT = "/run/containerd/runc"
-PLAIN_NS = "runc"                     #: namespace recorded for containers found only in /run/runc
 JSON_LIMIT = 8 << 20                  #: bytes of config.json / state.json read
 RUNC_LOG_LIMIT = 1 << 20              #: bytes of runc's log.json copied (its first lines: create's warnings)
 PROBE_BUDGET_S = 120.0                #: all probes of one collection together; later ones are not run
 RECORD = "record.json"
 
 
-def _containerd_one(ctx, env, state_dir, ns, cid, bundle):
-    rel = f"containers/{ns}/{cid}"
-    options = _read_json(ctx, f"{bundle}/options.json", f"{rel}/options.json", redact=False)
-    runc_root = None
-    if isinstance(options, dict):
-        runc_root = options.get("root") or options.get("Root")
+def _found_one(ctx, env, f, docker_roots=()):
+    """Acquire one container met by :func:`collectors.containers.engines.discover` (``f``, a ``Found``):
+    its runc state (the first of ``f.states`` that exists), its spec (``config.json`` of ``f.bundle`` or of
+    the bundle its state names), its pid, cgroup, /dev and probe, and write its record.
+    ``docker_roots``: Docker data roots to read ``config.v2.json`` from for a ``moby`` container."""
+    rel = f"containers/{f.namespace}/{f.id}"
     state = None
-    for root_dir in dict.fromkeys(r for r in (runc_root, f"{state_dir}/runc", DEFAULT_RUNC_ROOT) if r):
-        state = _read_json(ctx, f"{root_dir}/{ns}/{cid}/state.json", f"{rel}/state.json", absent_ok=True)
+    for path in dict.fromkeys(f.states):
+        state = _read_json(ctx, path, f"{rel}/state.json", absent_ok=True)
         if state is not _ABSENT:
             break
         state = None
     else:
-        ctx.writer.record(Artifact(None, f"{runc_root or DEFAULT_RUNC_ROOT}/{ns}/{cid}/state.json",
-                                   Status.ABSENT, "copy-redacted", notes=("no runc state for this bundle",)))
-    spec = _read_json(ctx, f"{bundle}/config.json", f"{rel}/config.json")
+        why = "gone mid-run: listed, then no longer there" if f.kind == "runc" else "no runc state for this bundle"
+        ctx.writer.record(Artifact(None, (f.states or [f"{DEFAULT_RUNC_ROOT}/{f.namespace}/{f.id}/state.json"])[0],
+                                   Status.ABSENT, "copy-redacted", notes=(why,)))
+    bundle = f.bundle or (cp.state_bundle(state) if isinstance(state, dict) else None)
+    if f.kind == "containerd":
+        engine = "docker" if f.namespace == dk.NAMESPACE else "containerd"
+    else:
+        engine = "crio" if f.kind == "crio" else eng.engine_of_bundle(bundle)[0]
+    outcome: dict = {}
+    spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle is not None)
     pid = state.get("init_process_pid") if isinstance(state, dict) else None
-    if not isinstance(pid, int):
-        pid = _int_file(ctx, f"{bundle}/init.pid")
-    systemd_opt = isinstance(options, dict) and bool(options.get("systemd_cgroup") or options.get("SystemdCgroup"))
-    _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt, _runc_log(ctx, bundle, rel))
+    if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
+        pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
+    ident = dk.docker_identity(ctx, docker_roots, f.id, rel) if engine == "docker" else None
+    _finish(ctx, env, rel, f.namespace, f.id, bundle, spec, state, pid if isinstance(pid, int) else None, f.options,
+            _runc_log(ctx, bundle, rel) if f.kind == "containerd" else None,
+            extra={"engine": engine, "config": outcome, "found_via": f.via}, ident=ident)
+
+
+def _read_spec(ctx, bundle, rel, outcome, state, listed: bool):
+    """``config.json`` of ``bundle`` read and stored by :func:`_read_json`; ``outcome`` gets the record's
+    ``config`` (``{"status", "detail"}``). The bundle directory is listed first, so that a spec that was
+    there and is gone when read is told from one that never was ("gone mid-run"); ``listed``: the bundle
+    directory itself was listed by the discovery (so its absence now means it went away mid-run)."""
+    if not bundle:
+        outcome.update(status="absent", detail="no bundle path: runc's state.json " +
+                       ("names none" if isinstance(state, dict) else "could not be read"))
+        return None
+    try:
+        names = hostfs.listdir(ctx.root, bundle)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            outcome.update(status="absent", detail=f"gone mid-run: the bundle directory {bundle} was listed, then "
+                           "no longer there" if listed else f"ENOENT: the bundle directory {bundle} runc's state "
+                           "names does not exist")
+            ctx.writer.record(from_oserror(f"{bundle}/config.json", "copy-redacted", e, (outcome["detail"],)))
+            return None
+        in_bundle = None
+    else:
+        in_bundle = "config.json" in names
+    spec = _read_json(ctx, f"{bundle}/config.json", rel, outcome=outcome)
+    if outcome.get("status") == "absent":
+        outcome["detail"] = ("gone mid-run: listed in the bundle, then no longer there" if in_bundle
+                             else f"ENOENT: the bundle {bundle} holds no config.json")
+    return spec
 
 
 def _runc_log(ctx, bundle: str, rel: str) -> list[dict] | None:
@@ -74,23 +115,18 @@ def _runc_log(ctx, bundle: str, rel: str) -> list[dict] | None:
     return cp.runc_log(stored[0].decode("utf-8", "replace"))
 
 
-def _plain_runc_one(ctx, env, runc_root, cid):
-    rel = f"containers/{PLAIN_NS}/{cid}"
-    state = _read_json(ctx, f"{runc_root}/{cid}/state.json", f"{rel}/state.json")
-    bundle = cp.state_bundle(state) if isinstance(state, dict) else None
-    spec = _read_json(ctx, f"{bundle}/config.json", f"{rel}/config.json") if bundle else None
-    pid = state.get("init_process_pid") if isinstance(state, dict) else None
-    _finish(ctx, env, rel, PLAIN_NS, cid, bundle, spec, state, pid if isinstance(pid, int) else None, False)
-
-
-def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt, runc_log=None):
-    socket_mount = cp.device_plugin_socket_mount(spec) if isinstance(spec, dict) else None
-    spec = spec if isinstance(spec, dict) else {}
+def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, options, runc_log=None, extra=None, ident=None):
+    known = isinstance(spec, dict)  # the spec was read: its lists are facts; otherwise they are unknown (None)
+    socket_mount = cp.device_plugin_socket_mount(spec) if known else None
+    spec = spec if known else {}
     state = state if isinstance(state, dict) else {}
     ann = cp.annotations(spec)
     pod, pod_ns, cname, image = cp.pod_identity(ann)
+    if ident:  # Docker's own config.v2.json: its name, image, and cri-dockerd's pod labels
+        pod, pod_ns = pod or ident.get("pod"), pod_ns or ident.get("pod_namespace")
+        cname, image = cname or ident.get("container_name"), image or ident.get("image")
     live_pid = pid if pid and _pid_is_init(ctx, pid, state, cid) else None
-    cgroup, procs = _cgroup(ctx, env, rel, cid, spec, state, live_pid, systemd_opt)
+    cgroup, procs = _cgroup(ctx, env, rel, cid, spec, state, live_pid, options)
     # None: the container's /dev was not read (no live init); [] would claim it was read and empty
     entries, raw_targets = None, []
     if live_pid:
@@ -105,12 +141,13 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, systemd_opt, runc_
     record = {
         "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
         "created": created, "pid": pid, "image": image, "bundle": bundle,
-        "hooks": cp.hooks(spec), "linux_devices": cp.linux_devices(spec),
-        "resources_devices": cp.resources_devices(spec), "env": cp.env_allowlisted(spec),
-        "annotations": ann, "device_plugin_socket_mount": socket_mount,
+        "hooks": cp.hooks(spec) if known else None, "linux_devices": cp.linux_devices(spec) if known else None,
+        "resources_devices": cp.resources_devices(spec) if known else None,
+        "env": cp.env_allowlisted(spec) if known else None,
+        "annotations": ann if known else None, "device_plugin_socket_mount": socket_mount,
         "cgroup": cgroup, "dev_entries": entries, "probe": results, "runc_log": runc_log,
         "skipped_devices": list(dict.fromkeys(e["device"] for e in runc_log or [] if e["device"])),
-        "systemd_unit": None,
+        "systemd_unit": None, **(extra or {}),
     }
     if cgroup["driver"] == "systemd" and cp.is_gpu(record):  # systemd's own view of the scope
         record["systemd_unit"] = unit_mod.show(ctx, env.systemctl, rel, unit_mod.unit_name(cid, cgroup, spec))
@@ -131,11 +168,14 @@ def _later(a: str | None, tb: datetime | None) -> bool | None:
 _ABSENT = object()  #: what ``_read_json(..., absent_ok=True)`` returns for a path that does not exist
 
 
-def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool = False):
+def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool = False, outcome: dict | None = None):
     """Read a JSON file under root and store it (redacted) at ``rel``; the parsed, redacted object or
     ``None``. A file that is not JSON is not stored (it could not be redacted) but recorded. With
     ``absent_ok``, a path that does not exist (``hostfs.exists`` is false) returns ``_ABSENT`` and
-    records nothing."""
+    records nothing. ``outcome``, when given, gets ``{"status", "detail"}`` (the record's ``config`` shape:
+    collected, or absent / unreadable / error with the errno name, or truncated over :data:`JSON_LIMIT`)."""
+    outcome = {} if outcome is None else outcome
+    outcome.update(status="collected", detail=None)
     try:
         with hostfs.open_regular(ctx.root, source) as f:
             data = f.read(JSON_LIMIT + 1)
@@ -143,11 +183,13 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
         # asked only when the open failed: an open that succeeds implies the path exists
         if absent_ok and not hostfs.exists(ctx.root, source):
             return _ABSENT
-        ctx.writer.record(from_oserror(source, "copy-redacted", e))
+        art = ctx.writer.record(from_oserror(source, "copy-redacted", e))
+        outcome.update(status=art.status.value, detail=f"{errno_name(e.errno) or 'error'}: {e.strerror or e}")
         return None
     if len(data) > JSON_LIMIT:
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"larger than {JSON_LIMIT} bytes; not stored"))
+        outcome.update(status="truncated", detail=f"over the {JSON_LIMIT >> 20} MiB bound; not read")
         return None
     redact = redact and ctx.redact  # --no-redact opts out (recorded in the manifest)
     try:
@@ -160,12 +202,14 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
     except ValueError as e:
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message=f"not valid JSON ({e}); not stored because it cannot be redacted"))
+        outcome.update(status="error", detail=f"not valid JSON ({e})"[:300])
         return None
     except RecursionError:
         # nesting beyond the interpreter's recursion limit (a hostile file): the container's record is
         # still written, from an empty spec
         ctx.writer.record(Artifact(None, source, Status.ERROR, "copy-redacted",
                                    message="JSON nested too deeply to redact; not stored, read as empty"))
+        outcome.update(status="error", detail="JSON nested too deeply to read")
         return None
     notes = (f"env values redacted (names kept; values outside {', '.join(rd.ENV_KEPT)} and of credential-named "
              f"variables replaced by a keyed hash prefix); annotation values other than Kubernetes pod identity and "

@@ -207,6 +207,43 @@ def state_bundle(state: dict) -> str | None:
     return None
 
 
+def cgroup_driver(state: dict, spec: dict, path: str | None, path_from: str | None,
+                  options) -> tuple[str | None, str | None]:
+    """``(driver, source)``: the cgroup driver this container's own evidence shows, and which evidence,
+    first found of (the contract in ../../h-contracts.md; runc libcontainer/configs ``Cgroup``,
+    libcontainer/specconv ``CreateCgroupConfig``):
+
+    1. runc's ``state.json`` ``config.cgroups.Systemd`` (a bool: what runc itself used);
+    2. the container's cgroup directory (``path``, read from ``path_from``: runc's ``cgroup_paths`` or the
+       init's /proc/<pid>/cgroup): a ``*.scope`` component is a systemd scope (runc's systemd driver makes
+       ``<prefix>-<id>.scope``); no ``*.slice`` and no ``*.scope`` component (``/kubepods/besteffort/pod.../id``,
+       ``/docker/<id>``) is the cgroupfs shape;
+    3. the spec's ``linux.cgroupsPath``: ``slice:prefix:name`` is the systemd driver's form (runc refuses any
+       other under systemd), an absolute path the cgroupfs form;
+    4. containerd's ``options.json`` ``SystemdCgroup`` / ``systemd_cgroup`` when it is a bool.
+
+    ``(None, None)`` when none shows it: no engine default is taken for a fact here."""
+    sysd = dig(state, "config", "cgroups", "Systemd")
+    if isinstance(sysd, bool):
+        return ("systemd" if sysd else "cgroupfs"), f"runc state.json config.cgroups.Systemd={str(sysd).lower()}"
+    if isinstance(path, str) and path:
+        parts = [p for p in path.split("/") if p]
+        if any(p.endswith(".scope") for p in parts):
+            return "systemd", f"cgroup path {path} from {path_from} (a systemd scope)"
+        if not any(p.endswith(".slice") for p in parts):
+            return "cgroupfs", f"cgroup path {path} from {path_from} (no systemd slice or scope: the cgroupfs shape)"
+    cgpath = dig(spec, "linux", "cgroupsPath")
+    if isinstance(cgpath, str) and cgpath.count(":") == 2 and not cgpath.startswith("/"):
+        return "systemd", f"config.json linux.cgroupsPath {cgpath} (slice:prefix:name, the systemd driver's form)"
+    if isinstance(cgpath, str) and cgpath.startswith("/") and ":" not in cgpath:
+        return "cgroupfs", f"config.json linux.cgroupsPath {cgpath} (a plain path, the cgroupfs form)"
+    if isinstance(options, dict):
+        for key in ("SystemdCgroup", "systemd_cgroup"):
+            if isinstance(options.get(key), bool):
+                return ("systemd" if options[key] else "cgroupfs"), f"options.json {key}={str(options[key]).lower()}"
+    return None, None
+
+
 # -- cgroup device rules ---------------------------------------------------------------------------
 def parse_devices_list(text: str) -> list[dict]:
     """cgroup v1 ``devices.list`` lines -> ``[{"allow": True, "type", "major", "minor", "access"}]``

@@ -1,0 +1,359 @@
+"""Where each engine keeps its containers' on-disk spec and runc state, learnt from the node itself.
+
+:func:`discover` lists, under ``--root`` and without reading a spec, every container it can find, as
+:class:`Found` entries (one per container: the same id met through two paths is one entry, with both
+paths in ``via``), and the runc roots, containerd state dirs and CRI-O run roots it looked in, each with
+how it was learnt (:func:`roots_record`, stored as ``containers/roots.json``).
+
+Layouts (../shared/research/stacks.md §6 Docker, §7 CRI-O; formats.md §5.2):
+
+- containerd: ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (and the v1 shim's
+  ``io.containerd.runtime.v1.linux``), for the state dirs /run/containerd, /run/k3s/containerd,
+  dockerd's own ``/run/docker/containerd/daemon`` (moby daemon/command/daemon.go, ``<exec-root>/
+  containerd/daemon``), the collector's ``containerd_state_dirs``, ``containerd --state X`` and the
+  working directory of each ``containerd-shim*`` process (the shim runs in its task's bundle directory);
+  engine ``docker`` for the namespace ``moby`` (moby daemon/config ``DefaultContainersNamespace``),
+  ``containerd`` for every other namespace (CRI ``k8s.io``, k3s/RKE2, ``default``...);
+- CRI-O: ``<runroot>/<driver>-containers/<id>/userdata/config.json`` (containers/storage store.go
+  ``filepath.Join(s.RunRoot(), middleDir, id, "userdata")``), run root ``/run/containers/storage`` by
+  default, ``[crio] runroot`` of crio.conf(.d), ``[storage] runroot`` of /etc/containers/storage.conf or
+  ``crio --runroot``; its runc state is under the runtime's ``runtime_root`` (crio.conf
+  ``[crio.runtime.runtimes.<name>] runtime_root``, /run/runc by default);
+- runc: ``<root>/<id>/state.json`` or ``<root>/<namespace>/<id>/state.json`` (the containerd shims run
+  runc with ``--root <Root>/<namespace>``), for the roots /run/runc, /run/containerd/runc,
+  /run/docker/runtime-runc, the ``--root`` of every live ``runc`` (or runtime wrapping runc) command
+  line, the v1 ``containerd-shim -runtime-root``, conmon's ``--runtime-arg --root=X`` (``-r`` is conmon's
+  runtime binary, not a root), ``dockerd --exec-root X`` (``X/runtime-runc``), CRI-O's
+  ``runtime_root`` and the ``Root`` of each containerd task's ``options.json``. A container found only
+  here gets its engine from the bundle path its state.json names (:func:`engine_of_bundle`).
+
+Every read goes through :mod:`forensics.hostfs` (no link followed out of ``--root``) and is bounded;
+nothing is written on the host.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from forensics import hostfs
+
+import collectors.containers.docker as dk
+
+CONTAINERD_STATE_DIRS = ("/run/containerd", "/run/k3s/containerd", "/run/docker/containerd/daemon")
+TASK_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux")
+DEFAULT_RUNC_ROOTS = ("/run/runc", "/run/containerd/runc", "/run/docker/runtime-runc")
+CRIO_RUNROOTS = ("/run/containers/storage",)
+CRIO_CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d")
+STORAGE_CONF = "/etc/containers/storage.conf"
+#: command names that take runc's global ``--root``: runc itself and the runtimes that hand their
+#: arguments on to it (nvidia-container-runtime and its .cdi/.legacy variants)
+RUNC_COMMANDS = ("runc", "docker-runc", "nvidia-container-runtime", "nvidia-container-runtime.cdi",
+                 "nvidia-container-runtime.legacy")
+CMDLINE_LIMIT = 64 << 10
+CONF_LIMIT = 1 << 20
+MAX_PROCS = 65536
+_TASK_PATH = re.compile(r"\A(?P<state>/.*)/(?:io\.containerd\.runtime\.v2\.task|io\.containerd\.runtime\.v1\.linux)"
+                        r"/(?P<ns>[^/]+)/(?P<id>[^/]+)/?\Z")
+_CRIO_PATH = re.compile(r"\A(?P<runroot>/.*)/[^/]+-containers/(?P<id>[^/]+)/userdata/?\Z")
+
+
+@dataclass
+class Found:
+    """One container met on disk. ``kind`` says where it was first met: ``"containerd"`` (a task
+    directory; ``bundle`` is it), ``"crio"`` (a CRI-O userdata directory; ``bundle`` is it) or
+    ``"runc"`` (only a runc state; the bundle comes from its state.json). ``states``: the runc
+    state.json paths to try, in order; ``via``: how it was found, one line per path."""
+
+    kind: str
+    namespace: str
+    id: str
+    bundle: str | None = None
+    state_dir: str | None = None
+    states: list[str] = field(default_factory=list)
+    via: list[str] = field(default_factory=list)
+    options: object = None  #: containerd's options.json, parsed once (None: not read or not there)
+
+
+@dataclass
+class Roots:
+    """Where to look, each path with how it was learnt: ``{path: [source, ...]}``. Paths are kept as the
+    host path they resolve to under ``root`` (``/var/run/x`` is ``/run/x`` on a node where /var/run links
+    to /run), so that one directory named two ways is looked in once."""
+
+    root: str = "/"
+    containerd: dict[str, list[str]] = field(default_factory=dict)
+    crio: dict[str, list[str]] = field(default_factory=dict)
+    runc: dict[str, list[str]] = field(default_factory=dict)
+    docker: dict[str, list[str]] = field(default_factory=dict)  #: Docker data roots (config.v2.json)
+
+    def canon(self, path: str) -> str:
+        """``path`` (absolute) as the host path it resolves to under ``root`` (:func:`forensics.hostfs.resolve`),
+        normalised; the path itself when it cannot be resolved."""
+        try:
+            real = os.fspath(hostfs.resolve(self.root, path))
+        except OSError:
+            return os.path.normpath(path)
+        base = os.path.abspath(self.root).rstrip("/")
+        return "/" + real[len(base):].lstrip("/") if real.startswith(base) else os.path.normpath(path)
+
+    def add(self, kind: str, path, source: str) -> str | None:
+        """Add ``path`` (absolute) to the ``kind`` table with ``source`` and return the path kept (see
+        :meth:`canon`; the source names the original spelling when it differs); other values are ignored."""
+        if not (isinstance(path, str) and path.startswith("/") and "\0" not in path):
+            return None
+        kept = self.canon(path)
+        if kept != os.path.normpath(path):
+            source = f"{source} ({path})"
+        getattr(self, kind).setdefault(kept, []).append(source)
+        return kept
+
+
+def engine_of_bundle(bundle: str | None) -> tuple[str, str | None]:
+    """``(engine, containerd namespace | None)`` from the shape of a bundle path runc recorded: a
+    containerd task directory (``docker`` for the ``moby`` namespace), a CRI-O userdata directory,
+    else ``("runc", None)``."""
+    m = _TASK_PATH.match(os.path.normpath(bundle)) if isinstance(bundle, str) and bundle.startswith("/") else None
+    if m:
+        return ("docker" if m["ns"] == dk.NAMESPACE else "containerd"), m["ns"]
+    if isinstance(bundle, str) and _CRIO_PATH.match(os.path.normpath(bundle)):
+        return "crio", None
+    return "runc", None
+
+
+def _flag(argv: list[str], *names: str) -> str | None:
+    """The value of the first ``-name X`` / ``--name X`` / ``--name=X`` of ``argv`` (Go flag and urfave/cli
+    spellings), ``None`` when absent."""
+    for i, a in enumerate(argv):
+        for n in names:
+            if a in (f"-{n}", f"--{n}") and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith((f"-{n}=", f"--{n}=")):
+                return a.split("=", 1)[1]
+    return None
+
+
+def roots_from_cmdline(argv: list[str], cwd: str | None, where: str, roots: Roots) -> None:
+    """Learn roots from one process's command line (``argv``) and working directory (``cwd``, the target
+    of /proc/<pid>/cwd or None); ``where`` names the process in each source line."""
+    if not argv:
+        return
+    name = argv[0].rsplit("/", 1)[-1]
+    if name.startswith("containerd-shim"):
+        m = _TASK_PATH.match(cwd or "")
+        if m:
+            roots.add("containerd", m["state"], f"{where} working directory {cwd}")
+        address = _flag(argv, "address")
+        if address and address.startswith("/"):
+            sock_dir = os.path.dirname(address)
+            roots.add("containerd", sock_dir, f"{where} -address {address}")
+            roots.add("containerd", f"{sock_dir}/daemon", f"{where} -address {address} (dockerd's containerd keeps "
+                                                          "its state in daemon/ beside the socket)")
+        runtime_root = _flag(argv, "runtime-root")  # the v1 shim: runc --root <runtime-root>/<namespace>
+        if runtime_root:
+            roots.add("runc", runtime_root, f"{where} -runtime-root")
+    elif name in RUNC_COMMANDS:
+        root = _flag(argv[1:], "root")
+        if root:
+            roots.add("runc", root, f"{where} {name} --root")
+    elif name == "conmon":
+        args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--runtime-arg"]
+        args += [a.split("=", 1)[1] for a in argv if a.startswith("--runtime-arg=")]
+        root = _flag(args, "root")
+        if root:
+            roots.add("runc", root, f"{where} conmon --runtime-arg --root")
+    elif name == "crio":
+        runroot = _flag(argv, "runroot")
+        if runroot:
+            roots.add("crio", runroot, f"{where} crio --runroot")
+    elif name == "dockerd":
+        roots.add("docker", _flag(argv, "data-root"), f"{where} dockerd --data-root")
+        exec_root = _flag(argv, "exec-root")
+        if exec_root:
+            roots.add("runc", f"{exec_root}/runtime-runc", f"{where} dockerd --exec-root")
+            roots.add("containerd", f"{exec_root}/containerd/daemon", f"{where} dockerd --exec-root")
+    elif name == "containerd":
+        state = _flag(argv, "state")
+        if state:
+            roots.add("containerd", state, f"{where} containerd --state")
+
+
+def _proc_roots(root, roots: Roots, expired) -> None:
+    """:func:`roots_from_cmdline` for every process under ``<root>/proc``, at most :data:`MAX_PROCS`."""
+    try:
+        pids = [p for p in hostfs.listdir(root, "/proc") if p.isdigit()][:MAX_PROCS]
+    except OSError:
+        return
+    for pid in pids:
+        if expired():
+            return
+        try:
+            with hostfs.open_regular(root, f"/proc/{pid}/cmdline") as f:
+                raw = f.read(CMDLINE_LIMIT)
+        except OSError:
+            continue  # gone, or a kernel thread's empty file
+        argv = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")]
+        while argv and argv[-1] == "":
+            argv.pop()
+        if not argv:
+            continue
+        cwd = None
+        if argv[0].rsplit("/", 1)[-1].startswith("containerd-shim"):
+            try:
+                cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
+            except OSError:
+                cwd = None
+        roots_from_cmdline(argv, cwd, f"/proc/{pid}/cmdline", roots)
+
+
+def _toml(root, path: str) -> dict:
+    """A TOML file under root, parsed; ``{}`` when it cannot be read or parsed (the runtime_config
+    collector stores and reports these files; here they only name directories to look in)."""
+    try:
+        return tomllib.loads(hostfs.read_text(root, path, limit=CONF_LIMIT))
+    except (OSError, ValueError):
+        return {}
+
+
+def _crio_config_roots(root, roots: Roots) -> None:
+    """CRI-O's run root and runtime roots from crio.conf and its drop-ins (read in name order, a later
+    one overriding: crio.conf(5)), and containers-storage.conf(5)'s ``runroot``."""
+    files = [CRIO_CONFIGS[0]]
+    try:
+        files += [f"{CRIO_CONFIGS[1]}/{n}" for n in hostfs.listdir(root, CRIO_CONFIGS[1])
+                  if n.endswith((".conf", ".toml"))]
+    except OSError:
+        pass
+    for path in files:
+        crio = _toml(root, path).get("crio")
+        if not isinstance(crio, dict):
+            continue
+        roots.add("crio", crio.get("runroot"), f"{path} [crio] runroot")
+        runtimes = (crio.get("runtime") or {}).get("runtimes") if isinstance(crio.get("runtime"), dict) else None
+        for rname, rt in (runtimes.items() if isinstance(runtimes, dict) else ()):
+            if isinstance(rt, dict):
+                roots.add("runc", rt.get("runtime_root"), f"{path} [crio.runtime.runtimes.{rname}] runtime_root")
+    storage = _toml(root, STORAGE_CONF).get("storage")
+    if isinstance(storage, dict):
+        roots.add("crio", storage.get("runroot"), f"{STORAGE_CONF} [storage] runroot")
+
+
+def _list(root, path: str) -> list[str]:
+    try:
+        return [n for n in hostfs.listdir(root, path) if n not in ("", ".", "..")]
+    except OSError:
+        return []
+
+
+class Inventory:
+    """The containers found so far, one :class:`Found` per container (same id through two paths: one)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.found: list[Found] = []
+        self.by_id: dict[str, list[Found]] = {}
+        self.full = False
+
+    def add(self, f: Found) -> Found | None:
+        """Add ``f`` unless the limit is reached (then ``full`` is set); returns it, or ``None``."""
+        if len(self.found) >= self.limit:
+            self.full = True
+            return None
+        self.found.append(f)
+        self.by_id.setdefault(f.id, []).append(f)
+        return f
+
+    def match(self, cid: str, namespace: str | None) -> Found | None:
+        """The entry already held for ``cid``: the one in ``namespace`` when given, else the only one."""
+        have = self.by_id.get(cid) or []
+        same = [f for f in have if namespace is None or f.namespace == namespace]
+        return same[0] if len(same) == 1 or (same and namespace) else None
+
+
+def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory, Roots]:
+    """Every container on disk (module docstring), in the order containerd task dirs, CRI-O userdata
+    dirs, runc roots. ``extra_state_dirs``: containerd state dirs from the collector's option;
+    ``read_options(found)``: reads and stores a containerd task's options.json, returning the parsed
+    object (its ``Root`` becomes a runc root). Raises nothing for what cannot be listed."""
+    roots = Roots(os.fspath(ctx.root))
+    for d in CONTAINERD_STATE_DIRS:
+        roots.add("containerd", d, "default")
+    for d in extra_state_dirs:
+        roots.add("containerd", str(d), "collector option containerd_state_dirs")
+    for d in CRIO_RUNROOTS:
+        roots.add("crio", d, "default")
+    for d in DEFAULT_RUNC_ROOTS:
+        roots.add("runc", d, "default")
+    roots.add("docker", dk.DATA_ROOT, "default")
+    daemon = dk.read_json(ctx.root, dk.DAEMON_JSON, CONF_LIMIT)
+    if isinstance(daemon, dict):
+        roots.add("docker", daemon.get("data-root") or daemon.get("graph"), f"{dk.DAEMON_JSON} data-root")
+        if isinstance(daemon.get("exec-root"), str):
+            roots.add("runc", daemon["exec-root"] + "/runtime-runc", f"{dk.DAEMON_JSON} exec-root")
+            roots.add("containerd", daemon["exec-root"] + "/containerd/daemon", f"{dk.DAEMON_JSON} exec-root")
+    _proc_roots(ctx.root, roots, ctx.expired)
+    _crio_config_roots(ctx.root, roots)
+    inv = Inventory(limit)
+    for state_dir in list(roots.containerd):
+        for task_dir in TASK_DIRS:
+            base = f"{state_dir}/{task_dir}"
+            for ns in _list(ctx.root, base):
+                for cid in ctx.listdir(f"{base}/{ns}") or []:
+                    if cid in ("", ".", "..") or inv.match(cid, ns) is not None:
+                        continue
+                    f = inv.add(Found("containerd", ns, cid, f"{base}/{ns}/{cid}", state_dir,
+                                      via=[f"containerd task directory {base}/{ns}/{cid}"]))
+                    if f is None:
+                        return inv, roots
+                    f.options = read_options(f)
+                    r = f.options.get("root") or f.options.get("Root") if isinstance(f.options, dict) else None
+                    r = roots.add("runc", r, f"options.json Root of {ns}/{cid}")
+                    f.states += [f"{x}/{ns}/{cid}/state.json" for x in
+                                 dict.fromkeys(x for x in (r, roots.canon(f"{state_dir}/runc")) if x)]
+    for runroot in roots.crio:
+        for middle in [n for n in _list(ctx.root, runroot) if n.endswith("-containers")]:
+            for cid in _list(ctx.root, f"{runroot}/{middle}"):
+                userdata = f"{runroot}/{middle}/{cid}/userdata"
+                if inv.match(cid, None) is not None or not hostfs.exists(ctx.root, userdata):
+                    continue
+                if inv.add(Found("crio", "crio", cid, userdata, via=[f"CRI-O userdata {userdata}"])) is None:
+                    return inv, roots
+    _scan_runc_roots(ctx, roots, inv)
+    return inv, roots
+
+
+def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:
+    """Add each ``<root>/<id>/state.json`` and ``<root>/<ns>/<id>/state.json`` to the entry of that id (in
+    front of its own guesses: it is where runc is), or as a new runc entry."""
+    for runc_root, how in roots.runc.items():
+        for name in _list(ctx.root, runc_root):
+            if ctx.expired():
+                return
+            if hostfs.exists(ctx.root, f"{runc_root}/{name}/state.json"):
+                hits = [(None, name, f"{runc_root}/{name}/state.json")]
+            else:  # a namespace directory: <root>/<ns>/<id>/state.json
+                hits = [(name, cid, f"{runc_root}/{name}/{cid}/state.json")
+                        for cid in _list(ctx.root, f"{runc_root}/{name}")
+                        if hostfs.exists(ctx.root, f"{runc_root}/{name}/{cid}/state.json")]
+            for ns, cid, state in hits:
+                f = inv.match(cid, ns)
+                line = f"runc state {state} (root {runc_root}: {'; '.join(dict.fromkeys(how))})"
+                if f is None:
+                    f = inv.add(Found("runc", ns or "runc", cid, via=[]))
+                    if f is None:
+                        return
+                if state in f.states:  # a guess of its own (options.json Root): now seen to be there
+                    f.states.remove(state)
+                f.states.insert(0, state)
+                if line not in f.via:
+                    f.via.append(line)
+
+
+def roots_record(roots: Roots) -> dict:
+    """``containers/roots.json``: ``{"containerd_state_dirs"|"crio_runroots"|"runc_roots": [{"path",
+    "sources": [str]}]}``: where the collector looked, and why."""
+    def rows(d):
+        return [{"path": p, "sources": list(dict.fromkeys(s))} for p, s in d.items()]
+    return {"containerd_state_dirs": rows(roots.containerd), "crio_runroots": rows(roots.crio),
+            "runc_roots": rows(roots.runc)}
