@@ -176,6 +176,8 @@ def test_cgroupfs_path_shape_of_a_kubelet_pod():
     assert containers.cp.cgroup_driver({}, {"linux": {"cgroupsPath": "/kubepods/besteffort/pod1/abc"}}, None, None,
                                        None) == ("cgroupfs", "config.json linux.cgroupsPath /kubepods/besteffort/pod1/abc "
                                                  "(a plain path, the cgroupfs form)")
+    # a cgroup directory that is not named by the container (the hierarchy's root) shows nothing
+    assert containers.cp.cgroup_driver({}, {}, "/sys/fs/cgroup/", "/proc/1/cgroup", None, "abc") == (None, None)
 
 
 def _unknown(rec: dict) -> tuple:
@@ -196,6 +198,7 @@ def test_spec_over_the_bound_and_a_directory_in_its_place(root, tmp_path):
                                                                         "runc's state names does not exist"}
     for cid in ("big", "dir", "nobundle"):
         assert _unknown(recs[cid]) == (None,) * 5 and recs[cid]["device_plugin_socket_mount"] is None
+        assert recs[cid]["gpu"] is None
 
 
 def test_spec_gone_mid_run(root, tmp_path, monkeypatch):
@@ -240,7 +243,7 @@ def test_spec_unreadable_eacces_as_an_unprivileged_collector():
     finally:
         shutil.rmtree(top)
     assert rec["config"] == {"status": "unreadable", "detail": "EACCES: Permission denied"}
-    assert _unknown(rec) == (None,) * 5 and rec["gpu"] is False
+    assert _unknown(rec) == (None,) * 5 and rec["gpu"] is None  # unknown, not "no GPU"
 
 
 def test_roots_from_the_command_lines_of_conmon_the_v1_shim_and_dockerd(tmp_path):

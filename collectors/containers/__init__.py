@@ -210,7 +210,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """Read the container records back from the bundle (never the host).
 
     Returns a :class:`Reading` with ``facts["containers"]`` = the records (shape in the module
-    docstring; each gets ``"gpu": bool`` from :func:`parse.is_gpu` added), with them
+    docstring; each gets ``"gpu"`` added: :func:`parse.is_gpu`, or ``None`` (unknown) when that finds no GPU
+    and the record's ``config.status`` is not ``collected``), with them
     ``facts["device_plugin_dir"]`` (the kubelet directory ``device_plugin_socket_mount`` is about), and events, each with ``evidence = {"artifact": record path}``:
 
     - ``container.created`` at the runc ``created`` time: attrs ``id, pod, namespace,
@@ -229,7 +230,9 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     at_collect = _time(collected.get("end") or collected.get("start"))
     for rel, rec in records(bundle, reading.problems):
         rec = dict(rec)
-        rec["gpu"] = cp.is_gpu(rec)
+        # no sign of a GPU in a spec that could not be read is no answer: unknown (None), not False
+        rec["gpu"] = cp.is_gpu(rec) or (None if (rec.get("config") or {}).get("status", "collected") != "collected"
+                                        else False)
         reading.facts.setdefault("containers", []).append(rec)
         reading.facts["device_plugin_dir"] = cp.DEVICE_PLUGIN_DIR  # what device_plugin_socket_mount checks
         ev = {"artifact": rel}

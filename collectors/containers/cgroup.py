@@ -44,7 +44,7 @@ def _cgroup(ctx, env, rel, cid, spec, state, pid, options) -> tuple[dict, list[s
         paths = {k: v for k, v in paths.items() if k not in bad}
     version = 1 if paths.get("devices") else 2 if paths.get("") else None
     path = paths.get("devices") or paths.get("") or None
-    driver, driver_source = cp.cgroup_driver(state, spec, path, path_from, options)
+    driver, driver_source = cp.cgroup_driver(state, spec, path, path_from, options, cid)
     rules = None
     if version == 1 and path:
         kept: list[bytes] = []

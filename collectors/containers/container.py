@@ -50,9 +50,11 @@ def _found_one(ctx, env, f, docker_roots=()):
             break
         state = None
     else:
-        why = "gone mid-run: listed, then no longer there" if f.kind == "runc" else "no runc state for this bundle"
-        ctx.writer.record(Artifact(None, (f.states or [f"{DEFAULT_RUNC_ROOT}/{f.namespace}/{f.id}/state.json"])[0],
-                                   Status.ABSENT, "copy-redacted", notes=(why,)))
+        why = ("gone mid-run: listed, then no longer there" if f.kind == "runc" else
+               "no runc state for this container under any runc root looked in (containers/roots.json)")
+        guess = f"/run/runc/{f.id}/state.json" if f.kind == "crio" else \
+            f"{DEFAULT_RUNC_ROOT}/{f.namespace}/{f.id}/state.json"
+        ctx.writer.record(Artifact(None, (f.states or [guess])[0], Status.ABSENT, "copy-redacted", notes=(why,)))
     bundle = f.bundle or (cp.state_bundle(state) if isinstance(state, dict) else None)
     if f.kind == "containerd":
         engine = "docker" if f.namespace == dk.NAMESPACE else "containerd"

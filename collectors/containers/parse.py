@@ -208,7 +208,7 @@ def state_bundle(state: dict) -> str | None:
 
 
 def cgroup_driver(state: dict, spec: dict, path: str | None, path_from: str | None,
-                  options) -> tuple[str | None, str | None]:
+                  options, cid: str | None = None) -> tuple[str | None, str | None]:
     """``(driver, source)``: the cgroup driver this container's own evidence shows, and which evidence,
     first found of (the contract in ../../h-contracts.md; runc libcontainer/configs ``Cgroup``,
     libcontainer/specconv ``CreateCgroupConfig``):
@@ -216,8 +216,8 @@ def cgroup_driver(state: dict, spec: dict, path: str | None, path_from: str | No
     1. runc's ``state.json`` ``config.cgroups.Systemd`` (a bool: what runc itself used);
     2. the container's cgroup directory (``path``, read from ``path_from``: runc's ``cgroup_paths`` or the
        init's /proc/<pid>/cgroup): a ``*.scope`` component is a systemd scope (runc's systemd driver makes
-       ``<prefix>-<id>.scope``); no ``*.slice`` and no ``*.scope`` component (``/kubepods/besteffort/pod.../id``,
-       ``/docker/<id>``) is the cgroupfs shape;
+       ``<prefix>-<id>.scope``); a directory named by the container id ``cid`` with no ``*.slice`` and no
+       ``*.scope`` component (``/kubepods/besteffort/pod.../<id>``, ``/docker/<id>``) is the cgroupfs shape;
     3. the spec's ``linux.cgroupsPath``: ``slice:prefix:name`` is the systemd driver's form (runc refuses any
        other under systemd), an absolute path the cgroupfs form;
     4. containerd's ``options.json`` ``SystemdCgroup`` / ``systemd_cgroup`` when it is a bool.
@@ -230,7 +230,7 @@ def cgroup_driver(state: dict, spec: dict, path: str | None, path_from: str | No
         parts = [p for p in path.split("/") if p]
         if any(p.endswith(".scope") for p in parts):
             return "systemd", f"cgroup path {path} from {path_from} (a systemd scope)"
-        if not any(p.endswith(".slice") for p in parts):
+        if cid and parts[-1] == cid and not any(p.endswith(".slice") for p in parts):
             return "cgroupfs", f"cgroup path {path} from {path_from} (no systemd slice or scope: the cgroupfs shape)"
     cgpath = dig(spec, "linux", "cgroupsPath")
     if isinstance(cgpath, str) and cgpath.count(":") == 2 and not cgpath.startswith("/"):
