@@ -191,12 +191,15 @@ def test_spec_over_the_bound_and_a_directory_in_its_place(root, tmp_path):
     (root / "srv/dir/config.json").mkdir(parents=True)
     _w(root / "run/runc/dir/state.json", _state("dir", "/srv/dir"))
     _w(root / "run/runc/nobundle/state.json", _state("nobundle", "/srv/never"))
+    _w(root / "srv/list/config.json", "[]")
+    _w(root / "run/runc/list/state.json", _state("list", "/srv/list"))
     _, recs = _acquire(root, tmp_path / "b")
+    assert recs["list"]["config"] == {"status": "error", "detail": "not a JSON object (list)"}
     assert recs["big"]["config"] == {"status": "truncated", "detail": "over the 8 MiB bound; not read"}
     assert recs["dir"]["config"]["status"] == "error" and recs["dir"]["config"]["detail"].startswith("EINVAL: not a regular file")
     assert recs["nobundle"]["config"] == {"status": "absent", "detail": "ENOENT: the bundle directory /srv/never "
                                                                         "runc's state names does not exist"}
-    for cid in ("big", "dir", "nobundle"):
+    for cid in ("big", "dir", "nobundle", "list"):
         assert _unknown(recs[cid]) == (None,) * 5 and recs[cid]["device_plugin_socket_mount"] is None
         assert recs[cid]["gpu"] is None
 

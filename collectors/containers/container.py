@@ -93,6 +93,9 @@ def _read_spec(ctx, bundle, rel, outcome, state, listed: bool):
     else:
         in_bundle = "config.json" in names
     spec = _read_json(ctx, f"{bundle}/config.json", rel, outcome=outcome)
+    if spec is not None and not isinstance(spec, dict):  # valid JSON, but no OCI spec (config.md: an object)
+        outcome.update(status="error", detail=f"not a JSON object ({type(spec).__name__})")
+        return None
     if outcome.get("status") == "absent":
         outcome["detail"] = ("gone mid-run: listed in the bundle, then no longer there" if in_bundle
                              else f"ENOENT: the bundle {bundle} holds no config.json")
