@@ -361,8 +361,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     - ``container.log-healthy`` at the last line before it: the same attrs less ``signature``;
     - ``container.log-symptom`` (attrs ``pod, namespace, container, restart, stream, message, signature,
       path``) at each line of a neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`), at most
-      :data:`MAX_SYMPTOMS` per instance, and ``plugin-restart`` at the first line kept of a device plugin's
-      run N >= 1 (``N.log``: the kubelet restarted it N times).
+      :data:`MAX_SYMPTOMS` per instance (``plugin-registered`` only from a run's second registration on),
+      and ``plugin-restart`` at the first line kept of a device plugin's run N >= 1 (``N.log``).
 
     ``truncated`` is true when older log content was not kept, so an earlier error may exist.
     ``facts["podlogs"]`` lists every instance: ``namespace, pod, container, restart, exporter,
@@ -388,7 +388,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         arts.sort(key=lambda a: order_key(a.path.rsplit("/", 1)[1]))
         pod_dir = arts[0].path.split("/")[1]
         truncated = any(a.status is Status.TRUNCATED for a in arts) or f"{PODS_DIR}/{pod_dir}/{cname}" in dropped
-        first_err, healthy, last, symptoms = None, None, None, 0
+        first_err, healthy, last, symptoms, registered = None, None, None, 0, 0
         attrs = {"pod": pod, "namespace": ns, "container": cname, "restart": restart, "truncated": truncated}
         plugin = neighbours.device_plugin(pod) or neighbours.device_plugin(cname)
         for art in arts:
@@ -401,7 +401,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                 if last is None and plugin and restart >= 1:
                     reading.events.append(_symptom(ll, "plugin-restart", {}, attrs, redact))
                 last = ll
-                if (sig := neighbours.match(ll.message)) and (symptoms := symptoms + 1) <= MAX_SYMPTOMS:
+                sig = neighbours.match(ll.message)
+                if sig and sig[0] == "plugin-registered" and (registered := registered + 1) == 1:
+                    continue  # a run's first registration is its start; another one is a re-registration
+                if sig and (symptoms := symptoms + 1) <= MAX_SYMPTOMS:
                     reading.events.append(_symptom(ll, sig[0], sig[1], attrs, redact))
                 if first_err is None:
                     if error_signature(ll.message):

@@ -147,14 +147,17 @@ def test_device_plugin_restarts_in_its_logs_are_a_crash_loop(tmp_path):
     reg = "I0717 12:00:00.000000 1 server.go:165] Registered device plugin for 'nvidia.com/gpu' with Kubelet"
     logs = {f"{PLUGIN_DIR}/{n}.log": cri(T0 + n * 60 * S, "Starting FS watcher.") + cri(T0 + n * 60 * S + S, reg)
             for n in range(3)}
+    logs[f"{PLUGIN_DIR}/2.log"] += cri(T0 + 150 * S, reg)  # the kubelet's socket came back: it registered again
     _b, a = run(tmp_path, node(tmp_path, "n", logs=logs))
     s = symptoms(a)["device-plugin-crashloop"]
-    # runs 1 and 2 are restarts (their first lines); each run's one registration is its start, not a symptom
-    assert (s["count"], s["first"], s["last"]) == (2, "2026-07-17T12:01:00Z", "2026-07-17T12:02:00Z")
-    assert s["signatures"] == {"plugin-restart": 2}
+    # runs 1 and 2 are restarts (their first lines); a run's first registration is its start, not a symptom
+    assert (s["count"], s["first"], s["last"]) == (3, "2026-07-17T12:01:00Z", "2026-07-17T12:02:30Z")
+    assert s["signatures"] == {"plugin-restart": 2, "plugin-registered": 1}
     one = {f"{PLUGIN_DIR}/{n}.log": logs[f"{PLUGIN_DIR}/{n}.log"] for n in range(2)}
     _b, a1 = run(tmp_path, node(tmp_path, "m", logs=one))
     assert "device-plugin-crashloop" not in symptoms(a1)  # a single restart is no loop
+    assert [(e["attrs"]["signature"], e["at"]) for e in a1["timeline"] if e["kind"] == "container.log-symptom"] == [
+        ("plugin-restart", "2026-07-17T12:01:00Z")]
 
 
 def test_driver_not_loaded_and_allocate_failed_are_their_own_classes(tmp_path):

@@ -268,7 +268,7 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
         pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
         out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {msg[:160]}",
                           {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence))
-    if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)):
+    if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)) and sig[0] != "plugin-registered":
         out.append(symptom_event(at, msg, sig, ident, unit, evidence))
     elif "nvml" in rules:
         out.append(event(at, "journal.nvml-error", f"NVML/CUDA error logged by {unit or ident}: {msg[:160]}",
@@ -384,8 +384,10 @@ def sudo_trusted(e: dict) -> bool:
 
 def symptom_line(e: dict) -> bool:
     """True when entry ``e`` (an output line of a unit or daemon of :func:`log_trusted`'s) shows a
-    neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`)."""
-    return bool(neighbours.match(text(e.get("MESSAGE"))))
+    neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`; a plugin's registration, which
+    is its start, is none)."""
+    sig = neighbours.match(text(e.get("MESSAGE")))
+    return bool(sig) and sig[0] != "plugin-registered"
 
 
 def symptom_event(at: datetime, msg: str, sig: tuple[str, dict], ident: str | None, unit: str | None,

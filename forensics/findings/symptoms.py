@@ -117,18 +117,12 @@ def classify(events: list[Event], facts: dict, node: str | None) -> list[dict]:
     "evidence_omitted", "remedy": {"what", "check" (commands only), "sources"}}``. ``facts`` (the
     containers' records) adds the containers whose spec sets ``CUDA_VISIBLE_DEVICES`` to the empty string
     to ``cuda-no-device``. A device plugin's crash loop needs a back-off line or
-    :data:`CRASHLOOP_RESTARTS` restarts and re-registrations (the first registration of a run is its
-    start, not a symptom). Raises nothing for odd attrs."""
+    :data:`CRASHLOOP_RESTARTS` restarts and re-registrations (pod logs give only a run's second
+    registration on: the first is its start). Raises nothing for odd attrs."""
     found: dict[str, list[tuple[Event, str, dict]]] = {}
-    registered: set[tuple] = set()
     for e in events:
         if e.kind not in KINDS or not (sig := _signature(e)) or sig[0] not in _CLASS_OF:
             continue
-        if sig[0] == "plugin-registered":
-            run = (e.attrs.get("namespace"), e.attrs.get("pod"), e.attrs.get("container"), e.attrs.get("restart"))
-            if run not in registered:
-                registered.add(run)
-                continue
         found.setdefault(_CLASS_OF[sig[0]], []).append((e, sig[0], sig[1]))
     loop = found.get("device-plugin-crashloop", [])
     if loop and not any(s == "back-off" for _, s, _g in loop) and len(loop) < CRASHLOOP_RESTARTS:
