@@ -212,3 +212,39 @@ def test_a_forged_sudo_line_is_a_red_flag_never_the_requester(tmp_path):
     reading = analyse(bundle)
     assert [(e.attrs["claim"], e.attrs["uid"]) for e in kinds(reading, "journal.forged")] == [("sudo", 1000)]
     assert not kinds(reading, "journal.requester")
+
+
+def test_an_empty_cuda_visible_devices_in_the_spec_is_cited_and_hostile_names_make_no_command():
+    from forensics.events import Event
+    from forensics.findings.symptoms import classify
+    line = Event(T0, "podlogs", "container.log-symptom", "ml/trainer-0 main: cuda-no-device",
+                 {"pod": "trainer-0", "namespace": "ml", "container": "main", "restart": 0, "stream": "stderr",
+                  "message": HAMI, "signature": "cuda-no-device", "path": None},
+                 {"artifact": "podlogs/ml_trainer-0_0b7e-11/main/0.log", "line": 7})
+    hostile = Event(T0 + S, "podlogs", "container.log-symptom", "x", {**line.attrs, "pod": "a;rm -rf /"},
+                    {"artifact": "podlogs/x/main/0.log", "line": 1})
+    created = Event(T0 - 60 * S, "containers", "container.created", "created",
+                    {"id": "c0ffee", "pod": "trainer-0", "namespace": "ml", "container_name": "main", "gpu": True},
+                    {"artifact": "containers/k8s.io/c0ffee/record.json"})
+    facts = {"containers": [{"id": "c0ffee", "pod": "trainer-0", "pod_namespace": "ml",
+                             "env": {"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "all"}},
+                            {"id": "other", "pod": "web", "pod_namespace": "ml", "env": {"CUDA_VISIBLE_DEVICES": "0"}}]}
+    [s] = classify([created, line, hostile], facts, "gpu-node-7")
+    assert (s["class"], s["count"], s["first"], s["last"]) == ("cuda-no-device", 2, "2026-07-17T12:00:00Z",
+                                                               "2026-07-17T12:00:01Z")
+    spec = [e for e in s["evidence"] if e.get("source") == "containers"]
+    assert spec == [{"at": "2026-07-17T11:59:00Z", "source": "containers", "kind": "container.created",
+                     "summary": "created", "artifact": "containers/k8s.io/c0ffee/record.json", "container": "c0ffee",
+                     "pod": "ml/trainer-0", "finding": 'CUDA_VISIBLE_DEVICES=""'}]
+    assert not [c for c in s["remedy"]["check"] if "rm -rf" in c]
+    assert s["remedy"]["check"][0] == "kubectl exec -n ml trainer-0 -- printenv CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES"
+
+
+def test_a_forged_kubelet_create_error_is_a_red_flag_not_a_symptom(tmp_path):
+    forged = entry(T0, 31340, "kubelet", KUBELET_CREATE, **{**LOGGER, "SYSLOG_PID": 31340})
+    bundle, a = run(tmp_path, node(tmp_path, "n", [forged]))
+    assert a["symptoms"] == []
+    [f] = a["red_flags"]
+    assert (f["claim"], f["pid"], f["comm"], f["uid"], f["at"]) == ("kubelet", 31340, "logger", 1000,
+                                                                   "2026-07-17T12:00:00Z")
+    assert [e["_GF_SELECTED_BY"] for e in stored(bundle) if e.get("_PID") == "31340"] == [["forged", "boot", "coverage"]]
