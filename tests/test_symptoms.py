@@ -248,3 +248,22 @@ def test_a_forged_kubelet_create_error_is_a_red_flag_not_a_symptom(tmp_path):
     assert (f["claim"], f["pid"], f["comm"], f["uid"], f["at"]) == ("kubelet", 31340, "logger", 1000,
                                                                    "2026-07-17T12:00:00Z")
     assert [e["_GF_SELECTED_BY"] for e in stored(bundle) if e.get("_PID") == "31340"] == [["forged", "boot", "coverage"]]
+
+
+def test_a_plugin_pods_back_off_event_counts_its_repeats():
+    from forensics.events import Event
+    from forensics.findings.symptoms import classify
+
+    def ev(name, container, count, at):
+        return Event(at, "kube", "kube.event", "BackOff",
+                     {"type": "Warning", "reason": "BackOff", "count": count, "object_kind": "Pod",
+                      "namespace": "gpu-operator", "name": name,
+                      "message": f"Back-off restarting failed container {container} in pod {name}_gpu-operator(0a1b)"},
+                     {"artifact": f"kube/events/gpu-operator/{name}.json"})
+    [s] = classify([ev("nvidia-device-plugin-daemonset-q2x", "nvidia-device-plugin", 14, T0),
+                    ev("trainer-0", "main", 9, T0 + S)], {}, None)
+    assert (s["class"], s["count"], s["first"], s["signatures"]) == (
+        "device-plugin-crashloop", 14, "2026-07-17T12:00:00Z", {"back-off": 14})
+    assert s["evidence"][0]["artifact"] == "kube/events/gpu-operator/nvidia-device-plugin-daemonset-q2x.json"
+    assert ("kubectl logs -n gpu-operator nvidia-device-plugin-daemonset-q2x --all-containers --previous --tail=50"
+            in s["remedy"]["check"]) and "kubectl get pods -A -o wide | grep -i device-plugin" in s["remedy"]["check"]
