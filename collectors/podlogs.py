@@ -45,7 +45,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from forensics import hostfs
+from forensics import hostfs, neighbours
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.source import CollectContext, Reading
@@ -67,7 +67,8 @@ MAX_FILES = 10                  #: newest files kept per container
 MAX_SCANS = 5                   #: current files (one per restart) scanned per unknown container
 MAX_POD_DIRS = 5000
 MESSAGE_CAP = 500               #: characters of a log message kept in an event
-NAME_HINTS = ("dcgm-exporter", "dcgm", "nvidia", "gpu")
+NAME_HINTS = ("dcgm-exporter", "dcgm", "nvidia", "gpu", neighbours.PLUGIN_HINT)
+MAX_SYMPTOMS = 200              #: container.log-symptom events kept per container instance (the rest is counted)
 LOG_NAME = re.compile(r"^(?P<restart>\d+)\.log(?:\.(?P<rot>\d{8}-\d{6}))?(?P<gz>\.gz)?$")
 #: (signature, pattern): the failure modes named in issue 3 item 6 (cases.md C15)
 ERRORS = (
@@ -186,7 +187,7 @@ def _tail_has_error(ctx, source: str) -> bool:
             data = f.read(SCAN_LIMIT)
     except OSError:
         return False
-    return any(p.search(data) for _, p in ERRORS)
+    return any(p.search(data) for _, p in ERRORS) or bool(neighbours.ANY.search(data.decode("utf-8", "replace")))
 
 
 def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
@@ -326,7 +327,10 @@ def parse_lines(data: bytes, artifact: str, problems: list | None = None):
 
 def error_signature(message: bytes) -> str | None:
     """The NVML/CUDA failure a message shows (``nvml-unknown-error``, ``cuinit-failed``, the
-    ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``."""
+    ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``; ``None`` too for a line of a neighbouring
+    failure (:func:`forensics.neighbours.match`: ``cuInit failed:100``, ``CUDA_ERROR_NO_DEVICE``), which is not that class."""
+    if neighbours.match(message):
+        return None
     for name, pat in ERRORS:
         m = pat.search(message)
         if m:
@@ -354,7 +358,11 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
 
     - ``container.log-error`` at the first line showing an NVML/CUDA failure: attrs ``pod,
       namespace, container, message, signature, stream, restart, truncated``;
-    - ``container.log-healthy`` at the last line before it: the same attrs less ``signature``.
+    - ``container.log-healthy`` at the last line before it: the same attrs less ``signature``;
+    - ``container.log-symptom`` (attrs ``pod, namespace, container, restart, stream, message, signature,
+      path``) at each line of a neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`), at most
+      :data:`MAX_SYMPTOMS` per instance (``plugin-registered`` only from a run's second registration on),
+      and ``plugin-restart`` at the first line kept of a device plugin's run N >= 1 (``N.log``).
 
     ``truncated`` is true when older log content was not kept, so an earlier error may exist.
     ``facts["podlogs"]`` lists every instance: ``namespace, pod, container, restart, exporter,
@@ -380,7 +388,9 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         arts.sort(key=lambda a: order_key(a.path.rsplit("/", 1)[1]))
         pod_dir = arts[0].path.split("/")[1]
         truncated = any(a.status is Status.TRUNCATED for a in arts) or f"{PODS_DIR}/{pod_dir}/{cname}" in dropped
-        first_err, healthy, last = None, None, None
+        first_err, healthy, last, symptoms, registered = None, None, None, 0, 0
+        attrs = {"pod": pod, "namespace": ns, "container": cname, "restart": restart, "truncated": truncated}
+        plugin = neighbours.device_plugin(pod) or neighbours.device_plugin(cname)
         for art in arts:
             try:
                 data = bundle.path(art.path).read_bytes()
@@ -388,13 +398,21 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                 reading.problems.append({"artifact": art.path, "message": f"cannot read: {e}"})
                 continue
             for ll in parse_lines(data, art.path, reading.problems):
+                if last is None and plugin and restart >= 1:
+                    reading.events.append(_symptom(ll, "plugin-restart", {}, attrs, redact))
                 last = ll
+                sig = neighbours.match(ll.message)
+                if sig and sig[0] == "plugin-registered" and (registered := registered + 1) == 1:
+                    continue  # a run's first registration is its start; another one is a re-registration
+                if sig and (symptoms := symptoms + 1) <= MAX_SYMPTOMS:
+                    reading.events.append(_symptom(ll, sig[0], sig[1], attrs, redact))
                 if first_err is None:
                     if error_signature(ll.message):
                         first_err = ll
                     else:
                         healthy = ll
-        attrs = {"pod": pod, "namespace": ns, "container": cname, "restart": restart, "truncated": truncated}
+        if symptoms > MAX_SYMPTOMS:
+            reading.problems.append({"artifact": arts[-1].path, "message": f"{symptoms} symptom lines, {MAX_SYMPTOMS} kept"})
         if first_err:
             sig = error_signature(first_err.message)
             reading.events.append(_event(first_err, "container.log-error",
@@ -417,6 +435,12 @@ def _event(ll: LogLine, kind: str, summary: str, attrs: dict, redact: bool = Tru
     return Event(ll.at, "podlogs", kind, summary,
                  {**attrs, "message": clean(ll.message, redact=redact), "stream": ll.stream},
                  {"artifact": ll.artifact, "line": ll.line})
+
+
+def _symptom(ll: LogLine, signature: str, groups: dict, a: dict, redact: bool) -> Event:
+    return _event(ll, "container.log-symptom", f"{a['namespace']}/{a['pod']} {a['container']}: {signature}",
+                  {**{k: a[k] for k in ("pod", "namespace", "container", "restart")}, "signature": signature,
+                   "path": groups.get("path")}, redact)
 
 
 def _fact(ll: LogLine | None, redact: bool = True) -> dict | None:

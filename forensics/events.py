@@ -43,6 +43,8 @@ KINDS: dict[str, Kind] = {
     "journal.unit": Kind(("unit", "action", "message"), "Log Time"),
     "journal.requester": Kind(("pid", "comm", "unit", "identifier", "message"), "Log Time", context=True),
     "journal.banner": Kind(("systemd_version",), "Manager Start Time"),
+    # a neighbouring GPU failure (forensics/neighbours.py), never the EPERM class: journal.nvml-error is not it
+    "journal.symptom": Kind(("signature", "message", "identifier", "unit", "pod", "container", "path"), "Log Time"),
     "journal.forged": Kind(("claim", "claimed_identifier", "claimed_pid", "pid", "comm", "uid", "transport", "unit",
                             "message"), "Log Time"),
     "package.transaction": Kind(("command", "requested_by", "packages", "end", "error", "ships_units"),
@@ -58,6 +60,8 @@ KINDS: dict[str, Kind] = {
                                  "truncated"), "First Error Time"),
     "container.log-healthy": Kind(("pod", "namespace", "container", "message", "stream", "restart", "truncated"),
                                   "Last Clean Log Time"),
+    "container.log-symptom": Kind(("pod", "namespace", "container", "restart", "stream", "message", "signature",
+                                   "path"), "Log Time"),
     "metrics.dcgm-last-seen": Kind(("gpu", "uuid", "hostname", "metric", "job", "instance"), "Last Sample Time"),
     "metrics.capacity-change": Kind(("resource", "series", "old", "new", "last_old_at"), "Change Time"),
     "kube.event": Kind(("type", "reason", "message", "count", "object_kind", "namespace", "name"),

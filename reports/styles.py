@@ -58,11 +58,12 @@ _CAPACITY = Look("GPU capacity change", "D", "#6a1b9a", 8, True)
 _KUBE_EVENT = Look("Kubernetes event", "P", "#00838f", 9, True)
 _KUBE_CONDITION = Look("node condition change", "s", "#00838f", 8, False)
 _KUBE_TERMINATED = Look("container terminated", "x", "#00838f", 9, True)
+_SYMPTOM = Look("other GPU failure (not EPERM)", "h", "#8d6e63", 9, True)
 _FORGED = Look("forged PID 1/kubelet line (red flag)", "d", "#ff00aa", 10, False)
 
 #: every look, in drawing and legend order (a later one is drawn over an earlier one)
 LOOKS = (RELOAD, _REEXEC, _BOOT, _NVML, _APT, _UNATTENDED, _DPKG, _CREATED, _RUNC_WARNING, PROBE_OK, PROBE_FAILED,
-         _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, _FORGED, OTHER)
+         _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, _SYMPTOM, _FORGED, OTHER)
 
 #: kind -> ``(lane, look)``; ``None`` for the kinds not drawn as markers (incident windows are shaded).
 #: A ``container.probe`` whose result is one of :data:`PROBE_ERRORS` is drawn as :data:`PROBE_FAILED`.
@@ -78,6 +79,7 @@ STYLES: dict[str, tuple[str, Look] | None] = {
     "journal.requester": ("journal", OTHER),
     "journal.banner": ("journal", OTHER),
     "journal.forged": ("journal", _FORGED),
+    "journal.symptom": ("journal", _SYMPTOM),
     "package.transaction": ("packages", _APT),
     "package.unattended-run": ("packages", _UNATTENDED),
     "package.dpkg-action": ("packages", _DPKG),
@@ -87,6 +89,7 @@ STYLES: dict[str, tuple[str, Look] | None] = {
     "container.runc-warning": ("containers", _RUNC_WARNING),
     "container.log-error": ("containers", OTHER),
     "container.log-healthy": ("containers", OTHER),
+    "container.log-symptom": ("containers", _SYMPTOM),
     "metrics.dcgm-last-seen": ("DCGM", _DCGM),
     "metrics.capacity-change": ("GPU capacity", _CAPACITY),
     "kube.event": ("Kubernetes", _KUBE_EVENT),

@@ -653,7 +653,7 @@ def test_a_window_is_read_only_in_the_files_that_can_hold_it(tmp_path):
                   caller(old, SNAPD_CALLER) + pid1(old + S, "Reloading..."),
                   jdir / "system@4f3b8f7e1c2d4a5b9e6f7a8b9c0d1e2f-0000000000000001-0006123456789abc.journal")
     build_journal(entry(new - 20 * S, 7001, "sudo", "admin : TTY=pts/0 ; PWD=/ ; USER=root ; "
-                        "COMMAND=/usr/bin/systemctl daemon-reload") +
+                        "COMMAND=/usr/bin/systemctl daemon-reload", _COMM="sudo") +
                   pid1(new, "Reloading..."), jdir / "system.journal")
     bundle = collect(tmp_path, tmp_path / "host")
     kept = {e["MESSAGE"]: e["_GF_SELECTED_BY"] for e in stored(bundle)}

@@ -80,9 +80,12 @@ def test_first_error_and_last_clean_line_across_rotations(root, tmp_path):
     assert healthy.at.isoformat() == "2026-03-01T10:12:15+00:00"
     assert healthy.attrs["message"] == "part one, part two"  # P + F joined
     assert healthy.evidence["artifact"] == "podlogs/ml_trainer-0_0b7e-11/main/0.log.20260301-110000"
-    # a CUDA error in a container nobody knew was a GPU one is found by scanning its tail
-    job = next(e for e in errs if e.attrs["pod"] == "job")
-    assert job.attrs["signature"] == "CUDA_ERROR_NO_DEVICE" and job.attrs["restart"] == 2
+    # a CUDA error in a container nobody knew was a GPU one is found by scanning its tail; CUDA_ERROR_NO_DEVICE
+    # (error 100) is a neighbouring failure (forensics/neighbours.py), never the EPERM class's log-error
+    assert not [e for e in errs if e.attrs["pod"] == "job"]
+    [job] = [e for e in r.events if e.kind == "container.log-symptom" and e.attrs["pod"] == "job"]
+    assert job.attrs["signature"] == "cuda-no-device" and job.attrs["restart"] == 2
+    assert job.at.isoformat() == "2026-03-01T10:00:01+00:00"
     facts = {(f["pod"], f["container"]): f for f in r.facts["podlogs"]}
     exp = facts[("nvidia-dcgm-exporter-x7", "nvidia-dcgm-exporter")]
     assert exp["exporter"] and exp["first_error"] is None

@@ -121,7 +121,7 @@ def test_a_daemon_started_just_before_and_running_on_is_listed_but_not_named_the
 
 def test_a_sudo_line_is_credited_to_the_reload_after_it_not_to_a_later_one():
     sudo = Event(T("2026-09-02T04:05:12"), "journal", "journal.requester", "sudo: systemctl daemon-reload",
-                 {"identifier": "sudo", "unit": "session-3.scope", "pid": 4711,
+                 {"identifier": "sudo", "comm": "sudo", "unit": "session-3.scope", "pid": 4711,
                   "message": "ops : TTY=pts/0 ; PWD=/root ; USER=root ; COMMAND=/bin/systemctl daemon-reload"},
                  {"artifact": "journal/entries.jsonl", "line": 3})
     ev = [sudo, reload("2026-09-02T04:05:13"), reload("2026-09-02T04:05:14")]

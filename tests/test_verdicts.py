@@ -201,7 +201,7 @@ def test_correlate_weighs_only_the_window_and_the_requester_lookback_but_finds_t
     m = {"incidents": [{"start": "2026-09-02T04:05:00Z", "end": "2026-09-02T04:10:00Z"}],
          "collection": {"start": "2026-11-30T00:00:00Z"}}
     sudo = Event(T("2026-09-02T04:00:11"), "journal", "journal.requester", "sudo: systemctl daemon-reload",
-                 {"identifier": "sudo", "unit": "session-3.scope", "pid": 4711, "message": "COMMAND=/bin/systemctl daemon-reload"},
+                 {"identifier": "sudo", "comm": "sudo", "unit": "session-3.scope", "pid": 4711, "message": "COMMAND=/bin/systemctl daemon-reload"},
                  {"artifact": "journal/entries.jsonl", "line": 3})
     daily = [Event(T("2026-01-01T03:00:00") + timedelta(days=d), "dpkg", "package.dpkg-action", "upgrade x 1 2",
                    {"action": "upgrade", "package": "x"}, {"artifact": "packages/dpkg/dpkg.log", "line": d})

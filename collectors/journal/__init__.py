@@ -29,7 +29,8 @@ Bundle files (all under ``journal/``):
   for pod logs), ``__CURSOR``,
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
-  ``healthy``, ``boot``, ``coverage``).
+  ``healthy``, ``boot``, ``coverage``, ``forged``, ``symptom``: a neighbouring GPU failure,
+  forensics/neighbours.py).
 - ``boots.json``: ``[{boot_id, first, last, first_usec, last_usec, first_cursor, last_cursor}]``.
 - ``coverage.json``: first/last entry over all files (µs, ISO UTC, cursor), ``since``,
   ``files_found``, ``files_read``, ``files_failed``, ``method``, ``problems``.

@@ -19,8 +19,9 @@ import tempfile
 from array import array
 
 from .header import iso_usec
+from forensics import neighbours
 from .wording import (NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
-                      nvml_unit, pid1_trusted, text, unit_action, unit_matters)
+                      nvml_unit, pid1_trusted, sudo_trusted, symptom_line, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -52,7 +53,9 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 #: (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
 #: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`):
 #: kept to be shown as a red flag, never as evidence
-RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage", "forged")
+#: ``symptom``: a line of a neighbouring GPU failure (forensics/neighbours.py) from kubelet, containerd,
+#: docker or an NVIDIA unit (create errors, CDI spec generation, a device plugin's back-off), never ``nvml``
+RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage", "forged", "symptom")
 _BASE = 16  # rule codes 1..len(RULES) packed as hex digits
 
 
@@ -168,7 +171,7 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
             if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
                     and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
                 continue
-            keep("requester")
+            keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) else "forged")
         # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
         # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
         for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):
@@ -178,9 +181,11 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
     for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
         msg = text(e.get("MESSAGE"))
-        if not _NVML_PASS.search(msg):
+        if not _NVML_PASS.search(msg) and not neighbours.ANY.search(msg):
             continue
-        if nvml_error(msg):
+        if symptom_line(e):
+            keep("symptom" if log_trusted(e) else "forged")
+        elif nvml_error(msg):
             keep("nvml" if log_trusted(e) else "forged")
         elif healthy_probe(msg):
             keep("healthy" if log_trusted(e) else "forged")

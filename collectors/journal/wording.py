@@ -16,6 +16,7 @@ import base64
 import re
 from datetime import datetime
 
+from forensics import neighbours
 from forensics.events import Coverage, Event
 from forensics.timeutil import from_usec, iso_z, parse_iso
 
@@ -91,13 +92,17 @@ def log_trusted(e: dict) -> bool:
 
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
-    (kept as PID 1's line, :func:`pid1_trusted` false), ``"kubelet"`` (kept as an NVML/probe line,
-    :func:`log_trusted` false), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
+    (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
+    :func:`sudo_trusted` false), ``"kubelet"`` (kept as an NVML/probe/symptom line, :func:`log_trusted`
+    false; the writer's SYSLOG_IDENTIFIER when it gave one), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
     is read again here, so bundles collected before it are judged the same way."""
     if ("pid1" in rules or "unit" in rules or "forged" in rules) and (
             text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
         return "PID 1"
-    if ("nvml" in rules or "healthy" in rules or "forged" in rules) and not log_trusted(e):
+    if ("requester" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "sudo" \
+            and not sudo_trusted(e):
+        return "sudo"
+    if ("nvml" in rules or "healthy" in rules or "symptom" in rules or "forged" in rules) and not log_trusted(e):
         return text(e.get("SYSLOG_IDENTIFIER")) or "kubelet"
     return None
 
@@ -154,8 +159,9 @@ def unit_action(message: str, message_id: str | None = None) -> str | None:
 
 
 def nvml_error(message: str) -> bool:
-    """True when ``message`` reports an NVML or CUDA initialisation error."""
-    return any(s in message for s in NVML_MARKERS)
+    """True when ``message`` reports an NVML or CUDA initialisation error of the EPERM class: a line
+    of a neighbouring failure (:func:`forensics.neighbours.match`, ``cuInit failed:100`` say) is not one."""
+    return any(s in message for s in NVML_MARKERS) and not neighbours.match(message)
 
 
 def probe_status(message: str) -> tuple[str, str, str | None] | None:
@@ -242,15 +248,17 @@ def forged_event(at: datetime, e: dict, claim: str, evidence: dict) -> Event:
 
 
 def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Event]:
-    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml`` or ``healthy``; a
-    forged entry (:func:`forged_claim`) gives one ``journal.forged`` event instead of those of
-    ``unit``, ``nvml`` and ``healthy``."""
+    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml``, ``symptom`` or
+    ``healthy``; a forged entry (:func:`forged_claim`) gives one ``journal.forged`` event instead of
+    those of ``unit``, ``nvml``, ``symptom`` and ``healthy`` (and of ``requester`` for a forged sudo
+    line). A line of a neighbouring failure gives ``journal.symptom``, never ``journal.nvml-error``,
+    even when an older collector kept it as ``nvml``."""
     msg, out = text(e.get("MESSAGE")), []
     ident, unit = text(e.get("SYSLOG_IDENTIFIER")) or None, text(e.get("_SYSTEMD_UNIT")) or None
     claim = forged_claim(e, rules)
     if claim:
         out.append(forged_event(at, e, claim, evidence))
-        rules = [r for r in rules if r == "requester"]
+        rules = [r for r in rules if r == "requester" and claim != "sudo"]
     if "unit" in rules:
         name, action = text(e.get("UNIT")), unit_action(msg, text(e.get("MESSAGE_ID")))
         if action:
@@ -260,7 +268,9 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
         pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
         out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {msg[:160]}",
                           {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence))
-    if "nvml" in rules:
+    if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)) and sig[0] != "plugin-registered":
+        out.append(symptom_event(at, msg, sig, ident, unit, evidence))
+    elif "nvml" in rules:
         out.append(event(at, "journal.nvml-error", f"NVML/CUDA error logged by {unit or ident}: {msg[:160]}",
                           {"message": msg, "identifier": ident, "unit": unit, "pod": pod_of(msg)}, evidence))
     if "healthy" in rules and (p := probe_status(msg)):
@@ -355,3 +365,38 @@ def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
     except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
         problems.append({"artifact": "journal/coverage.json", "message": f"unusable: {e!r}"})
         return Coverage("journal", None, None, "journal coverage unknown: journal/coverage.json is unusable")
+
+
+# -- neighbouring GPU failures and trusted sudo lines (issue 14 item 7) ------------------------------
+#: what journald records as ``_EXE`` for sudo (the C sudo and sudo-rs, installed as sudo)
+SUDO_EXES = ("sudo", "sudo-rs")
+
+
+def sudo_trusted(e: dict) -> bool:
+    """True when journald's trusted fields say sudo wrote entry ``e``: ``_COMM=sudo`` and ``_UID=0``
+    (sudo is set-uid root and sets its real uid to 0 before it logs; journald takes ``_UID`` from the
+    sender's credentials), and ``_EXE``, when recorded, names sudo. ``logger -t sudo`` run by a user
+    has that user's ``_UID`` and ``_COMM=logger``; ``SYSLOG_IDENTIFIER=sudo`` alone never suffices."""
+    exe = text(e.get("_EXE"))
+    return (text(e.get("_COMM")) == "sudo" and text(e.get("_UID")) == "0"
+            and (not exe or exe.rsplit("/", 1)[-1] in SUDO_EXES))
+
+
+def symptom_line(e: dict) -> bool:
+    """True when entry ``e`` (an output line of a unit or daemon of :func:`log_trusted`'s) shows a
+    neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`; a plugin's registration, which
+    is its start, is none)."""
+    sig = neighbours.match(text(e.get("MESSAGE")))
+    return bool(sig) and sig[0] != "plugin-registered"
+
+
+def symptom_event(at: datetime, msg: str, sig: tuple[str, dict], ident: str | None, unit: str | None,
+                  evidence: dict) -> Event:
+    """The ``journal.symptom`` event of a line that shows the neighbouring failure ``sig`` (the
+    ``(signature, groups)`` of :func:`forensics.neighbours.match`): ``pod`` from a klog ``pod="ns/name"``
+    key or the back-off line's ``pod=``, ``container`` and ``path`` as the line names them."""
+    name, groups = sig
+    return event(at, "journal.symptom", f"{name} logged by {unit or ident}: {msg[:160]}",
+                 {"signature": name, "message": msg, "identifier": ident, "unit": unit,
+                  "pod": pod_of(msg) or groups.get("pod"), "container": groups.get("container"),
+                  "path": groups.get("path")}, evidence)

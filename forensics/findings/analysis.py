@@ -23,6 +23,7 @@ from ..events import KINDS, Event
 from ..source import Readings
 from ..timeutil import human, iso_z, local_iso, parse_iso, within
 from .verdicts import TITLES, describe_requester
+from .symptoms import classify
 
 SCHEMA = "gpu-forensics/analysis/v1"
 #: an event this much later than the collection's end is dated by a clock set into the future
@@ -213,7 +214,8 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
 
     ``timeline[]`` holds every event except those of context kinds (:attr:`forensics.events.Kind.context`)
     far from any incident window, which ``timeline_omitted`` counts; ``full_timeline=True`` keeps them all.
-    ``red_flags`` is there only when the journal holds forged PID 1 or kubelet lines (:func:`_red_flags`)."""
+    ``red_flags`` is there only when the journal holds forged PID 1 or kubelet lines (:func:`_red_flags`);
+    ``symptoms`` lists the neighbouring GPU failures seen, never the EPERM class (:func:`.symptoms.classify`)."""
     nf, events, coverage, facts, problems = (readings.node, readings.events, readings.coverage, readings.facts,
                                              readings.problems)
     flag_clock_problems(events, nf, bundle.manifest.get("collection"))
@@ -279,6 +281,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
                  for c in cov.values()],
         "problems": problems,
         **_red_flags(events, tz),
+        "symptoms": classify(events, facts, m.get("node") or nf.hostname),
         "bundle": {"path": str(bundle.source), "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
                    "command_line": m.get("command_line"), "collection": m.get("collection"),
                    "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),

@@ -136,9 +136,11 @@ def _point(e: Event, r: Event) -> str:
 
 
 def _sudo_systemctl(near, r):
+    # sudo's own line only: journald's _COMM (attrs "comm") is sudo, not just what the writer said
+    # (SYSLOG_IDENTIFIER, attrs "identifier"); the journal reader makes a forged one journal.forged
     return [({"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"), "comm": "sudo"}, _point(e, r), [e])
             for e in reversed(near) if e.kind == "journal.requester" and e.attrs.get("identifier") == "sudo"
-            and "systemctl" in (e.attrs.get("message") or "")]
+            and e.attrs.get("comm") == "sudo" and "systemctl" in (e.attrs.get("message") or "")]
 
 
 def _dpkg_script(near, r):
@@ -190,7 +192,8 @@ def _ended(e: Event) -> str:
 def _unit_lines(near, r):
     return [({"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"),
               "comm": e.attrs.get("comm") or e.attrs.get("identifier")}, _point(e, r), [e])
-            for e in reversed(near) if e.kind == "journal.requester" and (e.attrs.get("unit") or e.attrs.get("identifier"))]
+            for e in reversed(near) if e.kind == "journal.requester" and (e.attrs.get("unit") or e.attrs.get("identifier"))
+            and (e.attrs.get("identifier") != "sudo" or e.attrs.get("comm") == "sudo")]
 
 
 def describe_requester(req: dict | None, others: bool = True) -> str:
