@@ -217,6 +217,12 @@ class Facts(TypedDict, total=False):
     runtime: dict
     #: collectors.runtime_config: ``{"systemd_cgroup": True | False | None}`` (None: unknown)
     preconditions: dict
+    #: collectors.runtime_config: ``{engine: {"value": "systemd"|"cgroupfs"|None, "source": str}}`` for each engine
+    #: (containerd, docker, crio) whose config the node showed; None: the config does not set it (a default)
+    engine_cgroup_driver: dict
+    #: collectors.runtime_config: Docker / CRI-O / k3s / Bottlerocket / GPU Operator / HAMi signs
+    #: (:func:`collectors.runtime_config.engines.read`)
+    stack: dict
     #: collectors.containers: one record per container (the record.json shape of collectors/containers)
     containers: list
     #: collectors.containers: the kubelet directory a real device plugin's socket mount must reach

@@ -128,7 +128,9 @@ def test_concourse_commented_out_nvidia_runtime_is_not_active(real_inputs, tmp_p
     assert c["linux_runtime"] is None  # '#runtime = "nvidia-container-runtime"' is a comment
     assert list(c["runtimes"]) == ["runc"] and c["nvidia_binary"] is None
     assert c["runtimes"]["runc"]["SystemdCgroup_basis"] == "default"
-    assert r.facts["runtime"]["systemd_cgroup"] is False
+    # no CRI plugin table anywhere: unknown, not containerd's default presented as a fact (issue 14)
+    assert r.facts["runtime"]["systemd_cgroup"] is None and r.facts["runtime"]["enable_cdi"] is None
+    assert r.facts["engine_cgroup_driver"]["containerd"]["value"] is None
 
 
 @pytest.mark.corpus
@@ -415,9 +417,9 @@ def test_docker_host_cri_disabled_gives_systemd_cgroup_unknown_with_basis(tmp_pa
 
 
 def test_cri_disabled_by_its_full_id_is_unknown_and_defaults_say_they_are_defaults():
-    none = rc.containerd_settings([{"version": 2}])
-    assert (none["systemd_cgroup"], none["systemd_cgroup_basis"]) == (
-        False, "default (runtime runc): the config has no CRI plugin table, so containerd's default applies")
+    none = rc.containerd_settings([{"version": 2}])  # issue 14: no CRI table is unknown, never False
+    assert (none["systemd_cgroup"], none["enable_cdi"], none["cri_table"]) == (None, None, False)
+    assert none["systemd_cgroup_basis"].startswith("unknown: the config has no CRI plugin table")
     full = rc.containerd_settings([{"version": 2, "disabled_plugins": ["io.containerd.grpc.v1.cri"], "plugins": {
         "io.containerd.grpc.v1.cri": {"containerd": {"runtimes": {"runc": {"options": {"SystemdCgroup": True}}}}}}}])
     assert full["systemd_cgroup"] is None and full["cri_disabled"] is True

@@ -10,6 +10,8 @@ Bundle layout written by :func:`acquire` (each host file is stored under ``runti
     runtime/etc/nvidia-container-runtime/config.toml
     runtime/etc/cdi/*.{json,yaml,yml}           runtime/var/run/cdi/*.{json,yaml,yml}
     runtime/etc/containers/oci/hooks.d/*.json   runtime/usr/share/containers/oci/hooks.d/*.json
+    runtime/run/containers/oci/hooks.d/*.json   (and CRI-O's configured hooks_dir)
+    runtime/etc/docker/daemon.json, runtime/etc/crio/...  see :mod:`collectors.runtime_config.engines`
     runtime/proc/devices
     runtime/facts.json                          load order of the containerd files, /dev nodes, versions
 
@@ -38,6 +40,7 @@ from forensics.events import NodeFacts
 from forensics.redact import redact_toml
 from forensics.source import CollectContext, Reading
 from .devices import device_nodes
+from . import engines
 from .parse import (CDI_DIRS, _get, _str_list, cdi_spec, containerd_settings, nvidia_majors, oci_hook_file,
                     toolkit_settings)
 
@@ -79,7 +82,9 @@ def acquire(ctx: CollectContext) -> None:
         extra += _str_list(_get(_toml_or_none(w.dir, t["path"]), "nvidia-container-runtime", "modes", "cdi", "spec-dirs"))
     facts["cdi_dirs"] = _acquire_dirs(ctx, [*CDI_DIRS, *(d for d in extra if isinstance(d, str))][:8],
                                       (".json", ".yaml", ".yml"))
-    facts["hooks_dirs"] = _acquire_dirs(ctx, list(HOOKS_DIRS), (".json",))
+    facts["stack"] = engines.acquire(ctx)  # Docker, CRI-O, k3s/RKE2, Bottlerocket, GPU Operator, HAMi signs
+    hooks_dirs = [*HOOKS_DIRS, engines.OPERATOR_HOOKS, *facts["stack"]["crio_hooks_dirs"]]
+    facts["hooks_dirs"] = _acquire_dirs(ctx, list(dict.fromkeys(hooks_dirs))[:8], (".json",))
     w.copy(ctx.root, "/proc/devices", "runtime/proc/devices", limit=1 << 20)
     facts["driver_root"] = {"path": DRIVER_ROOT, "exists": hostfs.exists(ctx.root, DRIVER_ROOT)}
     dev_char = ctx.listdir("/dev/char")
@@ -223,7 +228,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``oci_hooks`` (:func:`oci_hook_file`),
     ``proc_devices`` (:func:`nvidia_majors`), ``nvidia_majors``, ``host_devices``, ``dev_char``
     (the names in /dev/char, or None when not listed), ``dev_char_absent`` (True when /dev/char did not exist),
-    ``driver_root`` ("/run/nvidia/driver" or "/"), ``driver_root_devices`` and ``versions``.
+    ``driver_root`` ("/run/nvidia/driver" or "/"), ``driver_root_devices``, ``versions``, and ``stack`` and
+    ``engine_cgroup_driver`` (:func:`collectors.runtime_config.engines.read`; both also top-level facts).
     Unparseable files become ``Reading.problems``; nothing here raises for bad content."""
     r = Reading()
     facts = _load_json(bundle, FACTS) or {}
@@ -278,7 +284,9 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         "driver_root_devices": facts.get("driver_root_devices") or [],
         "versions": versions,
     }
-    r.facts = {"runtime": runtime, "preconditions": {"systemd_cgroup": runtime["systemd_cgroup"]}}
+    runtime["stack"], runtime["engine_cgroup_driver"] = engines.read(bundle, stored, facts.get("stack"), ctd, r)
+    r.facts = {"runtime": runtime, "preconditions": {"systemd_cgroup": runtime["systemd_cgroup"]},
+               "engine_cgroup_driver": runtime["engine_cgroup_driver"], "stack": runtime["stack"]}
     return r
 
 

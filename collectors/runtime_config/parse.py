@@ -32,8 +32,9 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     {"runtime_type", "SystemdCgroup": bool, "SystemdCgroup_basis": "config"|"default", "BinaryName"}},
     "default_runtime", "gpu_runtime",
     "nvidia_binary", "systemd_cgroup": bool|None, "systemd_cgroup_basis": str, "cri_disabled": bool,
-    "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. ``systemd_cgroup`` is ``None`` (unknown, the
-    basis says why) when ``disabled_plugins`` lists the CRI plugin. Imports
+    "cri_table": bool, "enable_cdi", "enable_cdi_basis", "cdi_spec_dirs"}``. ``systemd_cgroup`` and
+    ``enable_cdi`` are ``None`` (unknown, the basis says why) when ``disabled_plugins`` lists the CRI
+    plugin or no file has a CRI plugin table (``cri_table`` False). Imports
     replace whole ``plugins.<id>`` sections before containerd 2.0 and are deep-merged from 2.0 on
     (containerd PR #9982). ``docs`` may hold any values (a valid TOML file can still give a table
     where a string belongs): a value of the wrong type counts as absent. Raises nothing for any
@@ -46,6 +47,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     for d in docs:
         merged = _merge(merged, d, deep_plugins=deep)
     cri = _tab(_get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
+    has_cri = any(isinstance(_get(merged, *p), dict) for p in CRI_TABLES.values())
     if not cri:
         cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
     disabled = [n for n in _str_list(merged.get("disabled_plugins")) if n in CRI_IDS]
@@ -85,22 +87,27 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
                      " containerd version unknown)")
     sc, sc_basis = runtimes[gpu]["SystemdCgroup"], f"{runtimes[gpu]['SystemdCgroup_basis']} (runtime {gpu})"
     if disabled:  # no CRI here: no Kubernetes container's cgroup driver is set by this file
-        sc = None
+        sc = cdi = None
+        cdi_basis = f"unknown: disabled_plugins lists {', '.join(disabled)}"
         sc_basis = (f"unknown: disabled_plugins lists {', '.join(disabled)}, so this containerd runs no CRI "
                     "containers (e.g. dockerd's own containerd); their cgroup driver is set elsewhere")
-    elif not cri:
-        sc_basis += ": the config has no CRI plugin table, so containerd's default applies"
+    elif not has_cri:  # issue 14: nothing here says this containerd runs CRI containers, or how
+        sc = cdi = None
+        sc_basis = ("unknown: the config has no CRI plugin table, so it does not say whether this containerd runs "
+                    "CRI containers nor with which cgroup driver (containerd's default would apply if it does)")
+        cdi_basis = "unknown: the config has no CRI plugin table"
     return {"config_version": cfgv, "merge": "deep" if deep else "plugin sections replaced",
             "linux_runtime": linux_runtime,
             "runtimes": runtimes, "default_runtime": default, "gpu_runtime": gpu,
             "nvidia_binary": runtimes[gpu]["BinaryName"] if is_nvidia(gpu) else None,
-            "systemd_cgroup": sc, "systemd_cgroup_basis": sc_basis, "cri_disabled": bool(disabled), "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
+            "systemd_cgroup": sc, "systemd_cgroup_basis": sc_basis, "cri_disabled": bool(disabled), "cri_table": has_cri,
+            "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
             "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
 
 
 def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
     """nvidia-container-runtime ``config.toml`` → ``{"mode", "mode_basis", "mode_resolved",
-    "resolved_basis", "no_cgroups", "spec_dirs", "accept_envvar_when_unprivileged",
+    "resolved_basis", "no_cgroups", "cli_root" (``[nvidia-container-cli] root``), "spec_dirs", "accept_envvar_when_unprivileged",
     "accept_volume_mounts"}``. ``mode = "auto"`` resolves to ``jit-cdi`` from toolkit 1.18.0 and to
     ``legacy`` before (internal/info/auto.go; CDI-only requests and Tegra still pick cdi/csv per
     container); ``None`` when the version is unknown. Defaults from api/config/v1/config.go; a value
@@ -118,6 +125,7 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
             since = ">=" if v >= JIT_CDI_SINCE else "<"
             out["resolved_basis"] = f"auto with toolkit {toolkit_version} ({since} 1.18.0)"
     out["no_cgroups"] = _tab(doc.get("nvidia-container-cli")).get("no-cgroups") is True
+    out["cli_root"] = _text(_tab(doc.get("nvidia-container-cli")).get("root"))  # the driver root the hook uses
     out["spec_dirs"] = _str_list(_get(rt, "modes", "cdi", "spec-dirs")) or list(CDI_DIRS)
     envvar = doc.get("accept-nvidia-visible-devices-envvar-when-unprivileged")
     out["accept_envvar_when_unprivileged"] = envvar if isinstance(envvar, bool) else True
