@@ -72,7 +72,7 @@ def test_cdi_probe_pod_is_healthy(demo):
 def test_remedies_name_cdi_and_pass_device_specs(demo):
     _, a = demo
     text = "\n".join(f"{r['what']} {r['change']} {r['why']}" for r in a["exposure"]["remedies"])
-    assert "enable_cdi = true" in text
+    assert "nvidia-ctk runtime configure --runtime=containerd --cdi.enabled" in text  # a command (issue 14), not TOML
     assert "nvidia-container-runtime.mode=cdi" in text
     assert "cdi-cri" in text
     assert "PASS_DEVICE_SPECS=true" in text
@@ -114,7 +114,7 @@ def test_report_html_lists_the_containers_in_the_exposure_section(demo):
         cells = rows[f"{ns}/{pod}"]
         assert [cells[2], *cells[4:6]] == [inj, risk, broken], cells
         assert cells[3].startswith("systemd (evidence: "), cells
-    assert "enable_cdi = true" in section and "PASS_DEVICE_SPECS=true" in section
+    assert "--cdi.enabled" in section and "PASS_DEVICE_SPECS=true" in section
 
 
 def test_container_evidence_lands_in_the_two_incidents(demo):

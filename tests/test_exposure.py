@@ -140,9 +140,14 @@ def test_legacy_hook_under_systemd_cgroup_is_at_risk_with_cdi_and_pass_device_sp
     ch = changes(exp)
     assert "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml" in ch
     assert "nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi" in ch
-    assert '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]' in ch
-    assert any("--set deviceListStrategy=cdi-cri --set nvidiaDriverRoot=/" in c for c in ch)
-    assert any("PASS_DEVICE_SPECS=true" in c for c in ch)
+    # issue 14: commands only (the TOML snippet and "(env ...)" prose were not copy-paste safe), and the static
+    # manifest's DaemonSet (kube-system/nvidia-device-plugin-daemonset) is not a Helm release
+    assert exp["stack"]["engine"] == "containerd" and exp["stack"]["device_plugin"] == "nvidia-device-plugin"
+    assert exp["stack"]["driver_root"] == "/"
+    assert "nvidia-ctk runtime configure --runtime=containerd --cdi.enabled\nsystemctl restart containerd" in ch
+    assert "kubectl -n kube-system set env daemonset/nvidia-device-plugin-daemonset DEVICE_LIST_STRATEGY=cdi-cri" in ch
+    assert "kubectl -n kube-system set env daemonset/nvidia-device-plugin-daemonset PASS_DEVICE_SPECS=true" in ch
+    assert [r["order"] for r in exp["remedies"]] == list(range(1, len(exp["remedies"]) + 1))
     assert exp["verdict"] == ("Exposed: 3 containers are hook-injected under SystemdCgroup=true; "
                               "one daemon-reload away from losing their GPU.")
 
@@ -232,8 +237,10 @@ def test_containerised_driver_trap(tmp_path):
     dp = device_plugin_settings([plugin({"DEVICE_LIST_STRATEGY": "cdi-cri", "NVIDIA_DRIVER_ROOT": "/"})], kept)
     exp = assess(rt, [], dp)
     [fix] = [r for r in exp["remedies"] if "containerised driver" in r["what"]]
-    assert fix["change"] == ("helm upgrade ... --set nvidiaDriverRoot=/run/nvidia/driver; nvidia-ctk cdi generate "
-                             "--driver-root=/run/nvidia/driver --output=/var/run/cdi/nvidia.yaml")
+    # issue 14: one command a line, the static manifest's DaemonSet set directly (no "helm upgrade ..." placeholder)
+    assert fix["change"] == ("kubectl -n kube-system set env daemonset/nvidia-device-plugin-daemonset "
+                             "NVIDIA_DRIVER_ROOT=/run/nvidia/driver\n"
+                             "nvidia-ctk cdi generate --driver-root=/run/nvidia/driver --output=/var/run/cdi/nvidia.yaml")
     assert "CDI spec /etc/cdi/nvidia.yaml points at /dev/nvidia-uvm, /dev/nvidia0, /dev/nvidiactl" in fix["why"]
     assert "the device plugin has NVIDIA_DRIVER_ROOT=/" in fix["why"]
     assert "Containerised-driver trap" in exp["verdict"]
@@ -426,8 +433,12 @@ def test_aero_faas_node_exposes_new_gpu_pods(real_inputs, tmp_path):
     exp = assess(rt, [], None)
     assert (exp["systemd_cgroup"], exp["enable_cdi"], exp["nvidia_runtime_mode_resolved"]) == (True, False, "legacy")
     assert exp["new_pods_exposed"] is True
-    assert '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]' \
-        in changes(exp)
+    # issue 14: a command, not a TOML snippet; no /dev/nvidiactl and no containerised driver seen, so the driver
+    # root is unknown: it is looked for first, and no step that names it (CDI spec, cdi-cri, CDI mode) is given
+    ch = changes(exp)
+    assert "nvidia-ctk runtime configure --runtime=containerd --cdi.enabled\nsystemctl restart containerd" in ch
+    assert exp["stack"]["driver_root"] is None and exp["remedies"][0]["what"] == "Find the driver root before any CDI change"
+    assert not any("cdi generate" in c or "mode=cdi" in c for c in ch)
 
 
 def test_on_cgroup_v2_a_broken_container_cites_the_device_programs_of_its_scope(tmp_path):

@@ -91,7 +91,8 @@ def docker_settings(doc: dict) -> dict:
     "default_runtime": str|None, "cgroup_driver": "systemd"|"cgroupfs"|None (``exec-opts``
     ``native.cgroupdriver``; None: not set, dockerd's default applies), "cdi": bool|None
     (``features.cdi``; None: not set: off before Docker 28.2, on from 28.2, stacks.md 6), "cdi_spec_dirs":
-    [str]}``. A value of the wrong type counts as absent."""
+    [str], "live_restore": bool (containers survive a dockerd restart)}``. A value of the wrong type
+    counts as absent."""
     rts = {str(k): rp._text(rp._tab(v).get("path")) for k, v in rp._tab(doc.get("runtimes")).items()}
     driver = None
     for opt in rp._str_list(doc.get("exec-opts")):
@@ -100,7 +101,8 @@ def docker_settings(doc: dict) -> dict:
             driver = val.strip()
     cdi = rp._tab(doc.get("features")).get("cdi")
     return {"runtimes": rts, "default_runtime": rp._text(doc.get("default-runtime")), "cgroup_driver": driver,
-            "cdi": cdi if isinstance(cdi, bool) else None, "cdi_spec_dirs": rp._str_list(doc.get("cdi-spec-dirs"))}
+            "cdi": cdi if isinstance(cdi, bool) else None, "cdi_spec_dirs": rp._str_list(doc.get("cdi-spec-dirs")),
+            "live_restore": doc.get("live-restore") is True}
 
 
 def crio_settings(docs: list[dict]) -> dict:
@@ -153,7 +155,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
         except (ValueError, RecursionError) as e:
             r.problems.append({"artifact": entry["docker"], "message": f"daemon.json is not valid JSON: {e}"})
             docker = {"runtimes": {}, "default_runtime": None, "cgroup_driver": None, "cdi": None,
-                      "cdi_spec_dirs": [], "source": DOCKER}
+                      "cdi_spec_dirs": [], "live_restore": False, "source": DOCKER}
     crio_files = [p for p in entry.get("crio") or [] if p in stored]
     crio = None
     if crio_files:

@@ -232,7 +232,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         try:
             dp = device_plugin_settings(containers, ENV_ALLOW.match, facts.get("device_plugin_dir"))
             exposed = {**exposure.assess(facts.get("runtime") or {}, containers, dp, facts.get("engine_cgroup_driver"),
-                                         trusted_reloads(events)), "device_plugin": dp}
+                                         trusted_reloads(events), facts.get("kube")), "device_plugin": dp}
         except Exception as e:  # hostile records must not cost the report (like read_all's collectors)
             problems.append({"artifact": "exposure", "message": f"assessment failed: {type(e).__name__}: {e}"})
             exposed = _unassessed(f"the assessment failed ({type(e).__name__}: {e})")

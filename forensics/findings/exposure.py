@@ -25,6 +25,7 @@ from .cgroup_driver import decide
 from .device_plugin import plugin_notes
 from .device_rules import NVIDIA_MAJOR, dropin_allows, from_env, given, rules_allow
 from .remedies import driver_root_trap, remedies
+from .stacks import recognise
 
 CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
@@ -32,7 +33,7 @@ PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 
 
 def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, engines: dict | None = None,
-           reloads: list[dict] | None = None) -> dict:
+           reloads: list[dict] | None = None, kube: dict | None = None) -> dict:
     """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
 
     ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config/ (``{}`` when absent);
@@ -51,7 +52,8 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, en
     skipped for systemd), "systemd_unit" (the record's ``systemctl show`` view or None), "cgroup_driver",
     "cgroup_driver_source", "cgroup_driver_basis" (:func:`forensics.findings.cgroup_driver.decide`),
     "made_inside", "reason"}], "unknown_containers": [the rows whose config.json could not be read],
-    "new_pods_exposed": bool, "remedies": [{"what", "change", "why"}], "notes": [str], "verdict": str}``.
+    "new_pods_exposed": bool, "stack": (:func:`forensics.findings.stacks.recognise`), "remedies": [{"what",
+    "stack", "change", "needs", "breaks", "why", "order"}], "notes": [str], "verdict": str}``.
     Raises nothing for missing keys.
 
     Only device nodes the runtime gave a container (:func:`forensics.findings.device_rules.given`) are evidence: a node in its /dev that
@@ -80,7 +82,8 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, en
     out["new_pods_exposed"] = (node["systemd_cgroup"] is True and runtime.get("nvidia_runtime") is not None
                                and node["nvidia_runtime_mode_resolved"] in (None, "legacy")
                                and node["pass_device_specs"] is not True and "cdi-cri" not in strategy)
-    out["remedies"] = remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"])
+    out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube.py
+    out["remedies"] = remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"], out["stack"])
     out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
     return out
 

@@ -1,10 +1,13 @@
 """Remedies for an exposed node: what to change, and why, for the exposure section of analysis.json.
 
 Called by :func:`forensics.findings.exposure.assess` with what it found (node settings, container rows);
-the commands are those of the NVIDIA Container Toolkit (``nvidia-ctk``), the k8s-device-plugin Helm chart
-and containerd's CRI config (../shared/research/formats.md 6).
+each remedy is written for the stack :mod:`forensics.findings.stacks` recognised (../shared/research/stacks.md:
+per stack, the fix as its users apply it and the traps), says what it needs first and what it would break.
 """
 from __future__ import annotations
+
+from . import stack_remedies as sr
+from .stacks import recognise
 
 
 def driver_root_trap(runtime: dict, dp: dict) -> list[str]:
@@ -26,96 +29,152 @@ def driver_root_trap(runtime: dict, dp: dict) -> list[str]:
     return out
 
 
-def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], future: bool) -> list[dict]:
-    """The ``remedies`` of the exposure section: ``[{"what", "change", "why"}]``, in the order to apply them.
+def remedies(node: dict, runtime: dict, rows: list[dict], ctx, trap: list[str], future: bool,
+             stack: dict | None = None) -> list[dict]:
+    """The ``remedies`` of the exposure section: ``[{"what", "stack", "change", "needs", "breaks", "why",
+    "order"}]``, in the order to apply them, each step leaving the node no worse than before.
 
     ``node``: the node settings of the exposure section (``systemd_cgroup``, ``enable_cdi``,
     ``nvidia_runtime_mode``, ``nvidia_runtime_mode_resolved``, ``device_list_strategy``,
     ``pass_device_specs``, ``driver_root``); ``runtime``: the runtime_config Reading's facts; ``rows``:
     the container rows; ``ctx``: the exposure's node context (its ``why_links`` names the runc or
     systemd version that needs /dev/char links); ``trap``: :func:`driver_root_trap`; ``future``: new
-    GPU pods would be exposed. Raises nothing for missing keys."""
-    out = []
-    root = node["driver_root"] or "/"
+    GPU pods would be exposed; ``stack``: :func:`forensics.findings.stacks.recognise` (recognised from
+    ``runtime`` alone when not given). ``change`` holds commands only (one a line, ``# ...`` comments);
+    ``needs`` and ``breaks`` are sentences or ``None``. Per-stack remedies are in
+    :mod:`forensics.findings.stack_remedies`. Raises nothing for missing keys."""
+    st = stack if stack is not None else recognise(runtime, [], None, None)
+    root = st.get("driver_root")
+    out: list[dict] = []
     hooked = [r for r in rows if r["gpu_injection"] == "hook" and (r["at_risk"] or r["broken"])]
-    strategy = node["device_list_strategy"] or []
     legacy = node["nvidia_runtime_mode_resolved"] in (None, "legacy")
     if (hooked and legacy) or future:
-        specs = [s for s in (runtime.get("cdi") or {}).get("specs") or []
-                 if str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")]
-        why = "with CDI the GPU nodes enter linux.devices, so runc hands them to systemd and a reload keeps them"
-        if not specs:
-            out.append({"what": "Generate a CDI spec for the GPUs",
-                        "change": "nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml"
-                        + (f" --driver-root={root}" if root != "/" else ""), "why": why})
-        if node["nvidia_runtime_mode"] not in ("cdi", "jit-cdi"):
-            out.append({"what": "Switch nvidia-container-runtime to CDI mode",
-                        "change": "nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi",
-                        "why": f"mode is {node['nvidia_runtime_mode'] or 'unknown'}"
-                               f" ({node['nvidia_runtime_mode_resolved'] or 'unresolved'}); legacy mode injects GPUs"
-                               " with a prestart hook outside the spec"})
-        if node["enable_cdi"] is not True:
-            out.append({"what": "Enable CDI in containerd's CRI plugin", "change": _enable_cdi_snippet(runtime),
-                        "why": "cdi-cri device requests need containerd's CDI support"
-                               " (default off in containerd 1.7, on in 2.x); restart containerd afterwards"})
-        if "cdi-cri" not in strategy:
-            out.append({"what": "Have the device plugin request devices through CDI",
-                        "change": f"helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
-                                  f"--set deviceListStrategy=cdi-cri --set nvidiaDriverRoot={root}"
-                                  f"  (env DEVICE_LIST_STRATEGY=cdi-cri, NVIDIA_DRIVER_ROOT={root})",
-                        "why": f"the strategy is {','.join(strategy) or 'unknown'}; envvar hands GPUs over as "
-                               "NVIDIA_VISIBLE_DEVICES, which keeps them out of the OCI spec"})
-        if node["pass_device_specs"] is not True:
-            out.append({"what": "Or, without CDI: pass the device specs",
-                        "change": "helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values "
-                                  "--set compatWithCPUManager=true  (env PASS_DEVICE_SPECS=true)",
-                        "why": "the plugin then puts the GPU nodes into the CRI request, so they reach linux.devices;"
-                               " it does not protect pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin"
-                               " itself, dcgm-exporter)"})
+        out += _spec_remedies(st, node, runtime, root)
     if any(r["dev_char_missing"] for r in rows):
-        logged = [r for r in rows if r.get("runc_skipped")]
-        cause = (f"runc logged 'skipping device {logged[0]['runc_skipped'][0]} for systemd' (log.json of "
-                 f"{', '.join(_name(r) for r in logged[:5])}): without the link it leaves the rule out of the scope's "
-                 "DeviceAllow=" if logged
-                 else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
-        out.append({"what": "Create the /dev/char links for the NVIDIA nodes",
-                    "change": "nvidia-ctk system create-dev-char-symlinks --create-all"
-                              + (f" --driver-root={root}" if root != "/" else ""),
-                    "why": f"{cause} (runc#3708), so a reload revokes GPUs even from spec-injected containers; "
-                           "the command (NVIDIA Container Toolkit >= 1.12.0, run as root on the node) creates a "
-                           "/dev/char/M:m symlink to each NVIDIA device node it finds; it loads no module and makes no "
-                           "node unless --load-kernel-modules or --create-device-nodes is given; a udev rule running "
-                           "it keeps the links across reboots and driver reloads; runc >= 1.1.7 with systemd >= 240 no "
-                           "longer needs the links"
-                           + ("; containers created before the links exist keep the short DeviceAllow=: recreate them"
-                              if logged else "")})
+        out.append(_dev_char(rows, ctx, root))
     if trap:
-        out.append({"what": "Point the device plugin and the CDI spec at the containerised driver",
-                    "change": f"helm upgrade ... --set nvidiaDriverRoot={root}; nvidia-ctk cdi generate "
-                              f"--driver-root={root} --output=/var/run/cdi/nvidia.yaml",
-                    "why": f"the driver's nodes live under {root}/dev, but {'; '.join(trap)}"})
+        out.append(_trap_remedy(st, root, trap))
     redo = [r for r in rows if r["broken"] or (r in hooked and not legacy) or r.get("runc_skipped")]
     if redo:
-        out.append({"what": "Recreate the containers that lost their GPU"
-                    + ("" if legacy else " or predate the switch away from legacy mode")
-                    + (", and those runc created without the /dev/char links"
-                       if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
-                    # one delete per pod, however many of its containers need it
-                    "change": "; ".join(dict.fromkeys(f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
-                                                      else f"recreate container {r['id']}" for r in redo)),
-                    "why": "device access is only (re)built when the container is created again"})
+        out.append(_recreate(redo, legacy))
+    for i, r in enumerate(out, 1):
+        r["order"] = i
     return out
+
+
+def _spec_remedies(st: dict, node: dict, runtime: dict, root: str | None) -> list[dict]:
+    """What puts new GPU containers' devices into the OCI spec on this stack (stacks.md per stack)."""
+    engine, plugin = st.get("engine"), st.get("device_plugin")
+    if engine is None and plugin in (None, "none"):
+        return [sr.remedy("Stack not recognised: check it before changing anything", "unrecognised",
+                          ["nvidia-ctk --version", "cat /etc/nvidia-container-runtime/config.toml",
+                           "ls -l /etc/cdi /var/run/cdi /etc/containers/oci/hooks.d /usr/share/containers/oci/hooks.d",
+                           "ls -l /dev/nvidiactl /run/nvidia/driver/dev/nvidiactl"],
+                          None, None, "no engine or device plugin was recognised from the evidence, so no change is "
+                          "advised: a remedy written for another stack can stop this node's GPU containers "
+                          "(evidence seen: " + ("; ".join(st.get("evidence") or []) or "none") + ")")]
+    out = _for_stack(st, node, runtime, root)
+    if root is None:  # what names the driver root waits until it is known
+        out = [sr.remedy("Find the driver root before any CDI change", sr.label(st),
+                         ["cat /run/nvidia/validations/driver-ready", "ls -l /dev/nvidiactl /run/nvidia/driver/dev/nvidiactl"],
+                         None, None, "neither /dev/nvidiactl on the host nor a containerised driver's root was seen, so "
+                         "no step that names the driver root is given: CDI specs written for the wrong root point at "
+                         "nodes that do not exist (create-time lstat errors)")] + [
+            r for r in out if r["what"] not in sr.NEED_ROOT]
+    return out
+
+
+def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[dict]:
+    engine, plugin = st.get("engine"), st.get("device_plugin")
+    specs_ok = any(str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")
+                   for s in (runtime.get("cdi") or {}).get("specs") or [])
+    if plugin == "bottlerocket":
+        return sr.bottlerocket(st, node)
+    if plugin == "gpu-operator":
+        return sr.gpu_operator(st, node, {})
+    if engine == "docker":
+        return sr.docker(st, runtime, specs_ok, root)
+    out = sr.containerd_cdi(st, runtime)
+    if plugin == "hami":
+        plug = sr.hami(st, node, root)
+    elif plugin == "nvidia-device-plugin":
+        plug = sr.nvidia_chart(st, node, {"pod": (st.get("plugin_pod") or {}).get("pod")}, root)
+    elif engine == "runc" or node["pass_device_specs"] is True:
+        plug = []
+    else:
+        plug = [_unknown_plugin(st, node)]
+    # device specs first (no engine change), then the engine's CDI, then the plugin's CDI strategy
+    out = plug[:1] + out + plug[1:]
+    if engine in ("containerd", "k3s", "rke2", "runc") and not (st.get("hook_users") and engine != "runc"):
+        out += sr.toolkit_cdi_mode(st, node, runtime, specs_ok, root)
+    return out
+
+
+def _unknown_plugin(st: dict, node: dict) -> dict:
+    """No device plugin identified (none seen, or none trusted): each known stack's own way, as comments."""
+    return sr.remedy("Have the device plugin pass device specs (plugin not identified)", sr.label(st),
+                     ["kubectl get daemonsets -A -o wide | grep -i device-plugin",
+                      "# every plugin below renders PASS_DEVICE_SPECS=true in its env:",
+                      "# NVIDIA's chart: helm upgrade <release> nvdp/nvidia-device-plugin --reuse-values --set compatWithCPUManager=true",
+                      "# HAMi's chart: --set devicePlugin.passDeviceSpecsEnabled=true",
+                      "# GPU Operator: keep its default PASS_DEVICE_SPECS=true; Bottlerocket: apiclient set "
+                      "settings.kubelet-device-plugins.nvidia.pass-device-specs=true"],
+                     "the plugin identified first: each chart ignores the others' values (stacks.md 1, 4, 5)", None,
+                     f"PASS_DEVICE_SPECS is {node['pass_device_specs']}; device specs put the GPU nodes into the CRI "
+                     "request, so they reach linux.devices")
+
+
+def _dev_char(rows: list[dict], ctx, root: str | None) -> dict:
+    logged = [r for r in rows if r.get("runc_skipped")]
+    cause = (f"runc logged 'skipping device {logged[0]['runc_skipped'][0]} for systemd' (log.json of "
+             f"{', '.join(_name(r) for r in logged[:5])}): without the link it leaves the rule out of the scope's "
+             "DeviceAllow=" if logged
+             else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
+    return sr.remedy("Create the /dev/char links for the NVIDIA nodes", "any (stack-neutral)",
+                     ["nvidia-ctk system create-dev-char-symlinks --create-all"
+                      + (f" --driver-root={root}" if root not in (None, "/") else "")],
+                     "NVIDIA Container Toolkit >= 1.12.0, run as root on the node", None,
+                     f"{cause} (runc#3708), so a reload revokes GPUs even from spec-injected containers; "
+                     "the command (NVIDIA Container Toolkit >= 1.12.0, run as root on the node) creates a /dev/char/M:m symlink to each NVIDIA device node it finds; it loads no "
+                     "module and makes no node unless --load-kernel-modules or --create-device-nodes is given; a udev "
+                     "rule running it keeps the links across reboots and driver reloads; runc >= 1.1.7 with systemd "
+                     ">= 240 no longer needs the links"
+                     + ("; containers created before the links exist keep the short DeviceAllow=: recreate them"
+                        if logged else ""))
+
+
+def _trap_remedy(st: dict, root: str | None, trap: list[str]) -> dict:
+    """The containerised-driver trap, fixed the stack's own way (stacks.md 1, 2, 4)."""
+    root = root or "/run/nvidia/driver"
+    why = f"the driver's nodes live under {root}/dev, but {'; '.join(trap)}"
+    plugin = st.get("device_plugin")
+    if plugin == "gpu-operator":  # the operator's plugin learns its root from driver-ready: no Helm value
+        return sr.remedy("Check the GPU Operator's driver root", sr.label(st),
+                         ["cat /run/nvidia/validations/driver-ready",
+                          "kubectl get clusterpolicies.nvidia.com/cluster-policy -o jsonpath='{.spec.hostPaths}'"],
+                         None, None, why + "; the operator's plugin takes its driver root from the operator "
+                         "(driver-ready), not from a Helm value")
+    change = sr.plugin_driver_root(st, root) + [
+        f"nvidia-ctk cdi generate --driver-root={root} --output=/var/run/cdi/nvidia.yaml"]
+    return sr.remedy("Point the device plugin and the CDI spec at the containerised driver", sr.label(st), change,
+                     None, "the plugin pods restart" if plugin in ("nvidia-device-plugin", "hami") else None, why)
+
+
+def _recreate(redo: list[dict], legacy: bool) -> dict:
+    lines = []
+    for r in redo:  # one delete per pod, however many of its containers need it
+        line = (f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
+                else f"# recreate container {r['id']} with the same arguments (it has no pod)")
+        if line not in lines:
+            lines.append(line)
+    return sr.remedy("Recreate the containers that lost their GPU"
+                     + ("" if legacy else " or predate the switch away from legacy mode")
+                     + (", and those runc created without the /dev/char links"
+                        if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
+                     "any (stack-neutral)", lines, "the steps above applied first, so the new containers get "
+                     "their devices in the spec", "the pods restart (their controllers create them again)",
+                     "device access is only (re)built when the container is created again")
 
 
 def _name(r: dict) -> str:
     return f"{r['namespace']}/{r['pod']}" if r.get("pod") else str(r.get("id"))
-
-
-def _enable_cdi_snippet(runtime: dict) -> str:
-    v = ((runtime.get("containerd") or {}).get("config_version")) or 2
-    if v >= 3:
-        return ("[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n"
-                "  cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']")
-    return ('[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]'
-            + ("\n# (config version 1: add version = 2 and move the CRI settings to this table first)"
-               if v == 1 else ""))

@@ -1,0 +1,258 @@
+"""The stack-specific remedies: how each GPU stack's own users put GPUs into the OCI spec, with what each
+step needs first and what it would break on this node.
+
+Every fact is from ../shared/research/stacks.md (the section is named beside each remedy) or from the
+upstream file cited. Each function returns remedy dicts without ``order`` (:mod:`forensics.findings.remedies`
+numbers them); ``change`` holds only commands, one per line, and ``# ...`` comment lines.
+"""
+from __future__ import annotations
+
+import re
+
+HOOK_BREAK = ("the standalone nvidia-container-runtime-hook refuses to run once the toolkit's mode is not "
+              "legacy (toolkit cmd/nvidia-container-runtime-hook/main.go: doPrestart calls assertModeIsLegacy)")
+
+
+#: remedies whose commands name the driver root: never given while it is unknown (issue 14)
+NEED_ROOT = ("Generate a CDI spec for the GPUs", "Or: have the device plugin request devices through CDI (cdi-cri)",
+             "Or: have HAMi's device plugin request devices through CDI", "Switch nvidia-container-runtime to CDI mode",
+             "Start GPU containers with CDI devices instead of --gpus")
+
+
+def remedy(what, stack, change, needs, breaks, why) -> dict:
+    """One remedy; ``change`` a list of command lines (``# ...`` lines are comments)."""
+    return {"what": what, "stack": stack, "change": "\n".join(change), "needs": needs or None,
+            "breaks": breaks or None, "why": why}
+
+
+def plugin_driver_root(st: dict, root: str) -> list[str]:
+    """Commands that point the identified device plugin at ``root`` (stacks.md 1 ``nvidiaDriverRoot``,
+    4 ``devicePlugin.nvidiaDriverRoot``); none for the GPU Operator, whose plugin learns it from the
+    operator, nor for an unidentified plugin."""
+    plugin = st.get("device_plugin")
+    if plugin == "nvidia-device-plugin":
+        rel, ns = _release(st, "nvidia-device-plugin")
+        if str((st.get("plugin_pod") or {}).get("pod") or "").startswith("nvidia-device-plugin-daemonset-"):
+            return [f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset NVIDIA_DRIVER_ROOT={root}"]
+        return [f"RELEASE={rel}", f"NAMESPACE={ns}", "# check both with: helm list -A",
+                f'helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values --set nvidiaDriverRoot={root}']
+    if plugin == "hami":
+        rel, ns = _release(st, "device-plugin")
+        return [f"RELEASE={rel}", f"NAMESPACE={ns}", "CHART=hami-charts/hami", "# check all three with: helm list -A",
+                f'helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values --set devicePlugin.nvidiaDriverRoot={root}']
+    return []
+
+
+def label(st: dict) -> str:
+    """The stack a remedy is written for, as the report shows it: ``engine + device plugin``."""
+    return f"{st.get('engine') or 'unknown engine'} + {st.get('device_plugin') or 'unknown device plugin'}"
+
+
+def _root_args(root: str | None, flag: str) -> list[str]:
+    return [f"{flag}={root}"] if root and root != "/" else []
+
+
+def _release(st: dict, chart: str) -> tuple[str, str]:
+    """The Helm release and namespace of the plugin, from its pod name ``<release>-<chart>-<hash>``
+    (the chart's fullname helper, stacks.md 1) and its pod's namespace; the docs' names otherwise."""
+    pp = st.get("plugin_pod") or {}
+    m = re.match(rf"^(.+?)-{re.escape(chart)}-[a-z0-9]{{5}}$", str(pp.get("pod") or ""))
+    static = str(pp.get("pod") or "").startswith("nvidia-device-plugin-daemonset-")  # deployments/static: kube-system
+    default = ("nvdp", "nvidia-device-plugin") if chart == "nvidia-device-plugin" and not static else ("hami", "kube-system")
+    return (m.group(1) if m else default[0]), (pp.get("namespace") or default[1])
+
+
+def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
+    """Enable CDI in containerd's CRI plugin (stacks.md 3 ``nvidia-ctk runtime configure --cdi.enabled``,
+    since toolkit v1.15.0; k3s/RKE2 through the ``config.toml.tmpl`` they regenerate config.toml from,
+    stacks.md 8). Only for containerd-based engines, never CRI-O or Docker."""
+    if st.get("engine") not in ("containerd", "k3s", "rke2") or runtime.get("enable_cdi") is True:
+        return []
+    why = (f"enable_cdi is {runtime.get('enable_cdi')} ({(runtime.get('containerd') or {}).get('enable_cdi_basis')}); "
+           "cdi-cri and CDI annotations need containerd's CDI support (off by default in 1.7, on in 2.x)")
+    if st["engine"] == "containerd":
+        return [remedy("Enable CDI in containerd's CRI plugin", label(st),
+                       ["nvidia-ctk runtime configure --runtime=containerd --cdi.enabled", "systemctl restart containerd"],
+                       "containerd >= 1.7 and NVIDIA Container Toolkit >= 1.15.0 (the --cdi.enabled flag)",
+                       "restarting containerd pauses pod starts and image pulls for a moment; running containers keep "
+                       "running under their shims", why)]
+    d = st.get("k3s_config_dir")
+    tmpl = f"{d}/config.toml.tmpl"
+    plain = [t for t in st.get("k3s_templates") or [] if t.get("directives") is False]
+    templated = [t for t in st.get("k3s_templates") or [] if t.get("directives") is not False]
+    if templated:
+        change = [f"# {templated[0]['path']} holds Go template actions: nvidia-ctk cannot edit it as TOML",
+                  f"# add enable_cdi = true to its CRI plugin table by hand, then restart {st['engine']}",
+                  f"grep -n enable_cdi {templated[0]['path']}"]
+    else:
+        change = ([] if plain else [f"cp {d}/config.toml {tmpl}"]) + [
+            f"nvidia-ctk runtime configure --runtime=containerd --cdi.enabled --config={plain[0]['path'] if plain else tmpl}",
+            "# on an agent node the unit is " + ("k3s-agent" if st["engine"] == "k3s" else "rke2-agent"),
+            f"systemctl restart {'k3s' if st['engine'] == 'k3s' else 'rke2-server'}"]
+    return [remedy(f"Enable CDI in {st['engine']}'s embedded containerd, through its config.toml.tmpl", label(st), change,
+                   "NVIDIA Container Toolkit >= 1.15.0; edit the template, never config.toml itself "
+                   "(\"DO NOT EDIT. Use config.toml.tmpl instead\")",
+                   None if plain or templated else ("a template copied from the generated config.toml freezes what "
+                                                    f"{st['engine']} would otherwise detect at each start (SystemdCgroup, "
+                                                    "the nvidia runtimes)"), why + f"; {st['engine']} regenerates config.toml from the template at start "
+                   "(stacks.md 8), and plain nvidia-ctk edits /etc/containerd, which it does not read")]
+
+
+def nvidia_chart(st, node, dp, root) -> list[dict]:
+    """NVIDIA's device plugin chart, or its static manifest (stacks.md 1): device specs through
+    ``compatWithCPUManager`` (a bool: the chart renders PASS_DEVICE_SPECS only for a bool, v0.12.0+),
+    and ``deviceListStrategy=cdi-cri`` on a CDI-enabled engine."""
+    out = []
+    static = str(dp.get("pod") or "").startswith("nvidia-device-plugin-daemonset-")  # deployments/static
+    rel, ns = _release(st, "nvidia-device-plugin")
+    head = [f"RELEASE={rel}", f"NAMESPACE={ns}", "# check both with: helm list -A"]
+    drv = _root_args(root, "--set nvidiaDriverRoot")
+    if node["pass_device_specs"] is not True:
+        change = ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset PASS_DEVICE_SPECS=true"]
+                  + ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset NVIDIA_DRIVER_ROOT={root}"]
+                     if drv else []) if static else
+                  head + [" ".join(['helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values',
+                                    "--set compatWithCPUManager=true", *drv])])
+        out.append(remedy("Have the device plugin pass device specs", label(st), change,
+                          "nothing else: the plugin reads PASS_DEVICE_SPECS from its env, which overrides its config file"
+                          if static else "chart >= v0.7.0; use --set, never --set-string (a quoted true renders no "
+                          "PASS_DEVICE_SPECS from chart v0.12.0 on); check the rendered env afterwards",
+                          ("" if static else "compatWithCPUManager also makes the plugin pod privileged; ")
+                          + "the plugin pods restart, running GPU pods keep their devices",
+                          f"PASS_DEVICE_SPECS is {node['pass_device_specs']}: the plugin then puts the GPU nodes into the "
+                          "CRI request, so they reach linux.devices and survive a daemon-reload; it does not protect "
+                          "pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin itself, dcgm-exporter)"))
+    if "cdi-cri" not in (node["device_list_strategy"] or []) and st.get("engine") in ("containerd", "k3s", "rke2", "crio"):
+        change = ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset DEVICE_LIST_STRATEGY=cdi-cri"]
+                  if static else head + [" ".join(['helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE"',
+                                                   "--reuse-values --set deviceListStrategy=cdi-cri",
+                                                   f"--set nvidiaDriverRoot={root or '/'}"])])
+        out.append(remedy("Or: have the device plugin request devices through CDI (cdi-cri)", label(st), change,
+                          "chart >= v0.15.0 (cdi-cri), Kubernetes >= 1.29 (DevicePluginCDIDevices beta), and CDI enabled "
+                          "in the engine first" + (" (the containerd step above)" if st.get("engine") != "crio"
+                                                   else " (CRI-O >= 1.24 always has it)"),
+                          "the plugin pods restart; pods created before keep their old injection until recreated",
+                          f"the strategy is {','.join(node['device_list_strategy'] or []) or 'unknown'}; envvar hands "
+                          "GPUs over as NVIDIA_VISIBLE_DEVICES, which keeps them out of the OCI spec (stacks.md 1)"))
+    return out
+
+
+def gpu_operator(st, node, dp) -> list[dict]:
+    """The GPU Operator (stacks.md 2): its ClusterPolicy, never the plugin chart; the plugin learns its
+    driver root from the operator (driver-ready), so nvidiaDriverRoot is never set by Helm."""
+    out = [remedy("Enable CDI in the GPU Operator's ClusterPolicy", label(st),
+                  ["kubectl patch clusterpolicies.nvidia.com/cluster-policy --type=merge "
+                   "-p '{\"spec\":{\"cdi\":{\"enabled\":true}}}'",
+                   "# operator v23.3 to v25.3 only: also make the runtime use CDI for everything",
+                   "# kubectl patch clusterpolicies.nvidia.com/cluster-policy --type=merge "
+                   "-p '{\"spec\":{\"cdi\":{\"default\":true}}}'"],
+                  "GPU Operator >= v23.3.0 (cdi fields; on by default from v25.10.0); no DEVICE_LIST_STRATEGY=envvar "
+                  "in spec.devicePlugin.env (it is applied after the CDI settings and silently undoes them)",
+                  "the operator rolls the toolkit and device-plugin DaemonSets; on CRI-O the toolkit moves from its "
+                  "OCI hook to the runtime config (CRIO_CONFIG_MODE=config)",
+                  "with cdi.enabled the operator's plugin requests devices by CDI and its toolkit enables CDI in the "
+                  "engine, so GPUs enter linux.devices; do not edit /etc/nvidia-container-runtime/config.toml "
+                  "here: the operator's runtime reads /usr/local/nvidia/toolkit/.config and the toolkit pod rewrites it")]
+    if node["pass_device_specs"] is False:
+        out.append(remedy("Remove the PASS_DEVICE_SPECS=false override from the ClusterPolicy", label(st),
+                          ["kubectl get clusterpolicies.nvidia.com/cluster-policy -o jsonpath='{.spec.devicePlugin.env}'",
+                           "# delete the PASS_DEVICE_SPECS entry of spec.devicePlugin.env",
+                           "kubectl edit clusterpolicies.nvidia.com/cluster-policy"],
+                          "GPU Operator >= v1.9.0 (its plugin manifest sets PASS_DEVICE_SPECS=true)",
+                          "the device-plugin DaemonSet rolls", f"the plugin runs with PASS_DEVICE_SPECS=false "
+                          f"({(dp.get('basis') or {}).get('PASS_DEVICE_SPECS')})"))
+    return out
+
+
+def hami(st, node, root) -> list[dict]:
+    """HAMi's own chart values (stacks.md 4): NVIDIA's ``compatWithCPUManager`` is an unknown value there
+    and silently ignored."""
+    rel, ns = _release(st, "device-plugin")
+    head = [f"RELEASE={rel}", f"NAMESPACE={ns}", "CHART=hami-charts/hami",
+            "# check all three with: helm list -A (CHART is the repo/chart the release came from)"]
+    out = []
+    if node["pass_device_specs"] is not True:
+        out.append(remedy("Have HAMi's device plugin pass device specs", label(st),
+                          head + ['helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values '
+                                  "--set devicePlugin.passDeviceSpecsEnabled=true",
+                                  "# chart older than v2.5.0: --set 'devicePlugin.extraArgs={--pass-device-specs=true}' "
+                                  "instead (it replaces the default -v=4)"],
+                          "HAMi chart >= v2.5.0 (the value's default is false from v2.5.1); a bool, not a string",
+                          "the HAMi device-plugin pods restart", "HAMi's values are not NVIDIA's: compatWithCPUManager "
+                          "is ignored by the HAMi chart; passDeviceSpecsEnabled renders PASS_DEVICE_SPECS"))
+    if "cdi-cri" not in (node["device_list_strategy"] or []) and st.get("engine") in ("containerd", "k3s", "rke2", "crio"):
+        out.append(remedy("Or: have HAMi's device plugin request devices through CDI", label(st),
+                          head + ['helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values '
+                                  f"--set devicePlugin.deviceListStrategy=cdi-cri --set devicePlugin.nvidiaDriverRoot={root or '/'}"],
+                          "HAMi chart >= v2.8.0 (deviceListStrategy, nvidiaDriverRoot) and CDI enabled in the engine; "
+                          "read from the chart template, not HAMi's docs (stacks.md 4 [D])",
+                          "the HAMi device-plugin pods restart", "devices requested by CDI enter linux.devices"))
+    return out
+
+
+def bottlerocket(st, node) -> list[dict]:
+    """Bottlerocket's settings API for its host device-plugin service (stacks.md 5), never Helm."""
+    if node["pass_device_specs"] is True:
+        return []
+    return [remedy("Restore Bottlerocket's pass-device-specs setting", label(st),
+                   ["apiclient set settings.kubelet-device-plugins.nvidia.pass-device-specs=true"],
+                   "Bottlerocket >= v1.23.0 (the settings API for the device plugin; earlier releases pass specs "
+                   "from v1.15.0 by default); the key is kubelet-device-plugins.nvidia, not kubelet-device-plugin",
+                   "the host service nvidia-k8s-device-plugin restarts",
+                   f"PASS_DEVICE_SPECS is {node['pass_device_specs']}; Bottlerocket's default (true) puts the GPU "
+                   "nodes into the spec; the plugin is a host service, so kubectl and Helm remedies do not apply")]
+
+
+def docker(st, runtime, specs_ok: bool, root) -> list[dict]:
+    """A Docker host (stacks.md 6): a CDI spec, CDI in dockerd (daemon.json ``features.cdi``), and
+    ``--device nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
+    d = (runtime.get("stack") or {}).get("docker") or {}
+    out = []
+    if not specs_ok:
+        out.append(remedy("Generate a CDI spec for the GPUs", label(st),
+                          [" ".join(["nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml", *_root_args(root, "--driver-root")])],
+                          "NVIDIA Container Toolkit >= 1.12.0", None,
+                          "dockerd resolves --device nvidia.com/gpu=... from the specs in /etc/cdi and /var/run/cdi"))
+    if d.get("cdi") is not True:
+        out.append(remedy("Enable CDI in dockerd", label(st),
+                          ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
+                          "Docker >= 25.0 (features.cdi; on by default from 28.2, where this only makes it explicit); "
+                          "NVIDIA Container Toolkit >= 1.15.0",
+                          None if d.get("live_restore") else "restarting dockerd stops every running container: "
+                          "daemon.json does not set live-restore",
+                          f"daemon.json features.cdi is {d.get('cdi')}"))
+    out.append(remedy("Start GPU containers with CDI devices instead of --gpus", label(st),
+                      ["docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
+                       "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> in place of --gpus"],
+                      "the CDI spec and dockerd's CDI support above",
+                      "the containers are recreated (stopped and started again)",
+                      "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
+                      "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"))
+    return out
+
+
+def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
+    """The toolkit's CDI mode for engines that start GPU containers through nvidia-container-runtime
+    (stacks.md 3): only where no standalone-hook user is left, since the hook refuses non-legacy modes."""
+    if node["nvidia_runtime_mode"] in ("cdi", "jit-cdi") or runtime.get("nvidia_runtime") is None:
+        return []
+    out = []
+    if not specs_ok:
+        out.append(remedy("Generate a CDI spec for the GPUs", label(st),
+                          [" ".join(["nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml", *_root_args(root, "--driver-root")])],
+                          "NVIDIA Container Toolkit >= 1.12.0", None,
+                          "the runtime's cdi mode resolves devices from the CDI specs"))
+    users = st.get("hook_users") or []
+    out.append(remedy("Switch nvidia-container-runtime to CDI mode", label(st),
+                      ["nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi"
+                       + (f" --config-file={runtime['nvidia_runtime']['source']}"
+                          if str(runtime["nvidia_runtime"].get("source") or "").startswith("/") and
+                          runtime["nvidia_runtime"]["source"] != "/etc/nvidia-container-runtime/config.toml" else "")],
+                      "a CDI spec for the GPUs" + ("; every standalone-hook user below moved to CDI first" if users else ""),
+                      (f"{HOOK_BREAK}: these would stop starting: {'; '.join(users)}" if users else
+                       f"none seen: no OCI hook file, Docker or CRI-O container here uses the standalone hook, "
+                       f"which stops working in this mode ({HOOK_BREAK})"),
+                      f"mode is {node['nvidia_runtime_mode'] or 'unknown'} ({node['nvidia_runtime_mode_resolved'] or 'unresolved'});"
+                      " legacy mode injects GPUs with a prestart hook outside the spec; toolkit >= 1.18 with mode auto "
+                      "already gives jit-cdi through the runtime and leaves the hook legacy"))
+    return out
