@@ -90,8 +90,11 @@ def markdown(a: dict) -> str:
         return text
     body, _, last = text.rstrip("\n").rpartition("\n")
     note = "\n\n(cut to fit a ticket; report.html holds everything)\n\n"
-    keep = MD_LIMIT - len(last) - len(note) - 2
-    return body[:keep].rsplit("\n", 1)[0] + note + last + "\n"
+    keep = MD_LIMIT - len(last) - len(note) - 6
+    kept = body[:keep].rsplit("\n", 1)[0]
+    if sum(line.startswith("```") for line in kept.splitlines()) % 2:  # cut inside a remedy's code block
+        kept += "\n```"
+    return kept + note + last + "\n"
 
 
 def to_json(a: dict) -> str:

@@ -76,13 +76,13 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, en
     out = {"assessed": True, **node, "gpu_outside_spec": outside,
            "containers": rows, "unknown_containers": unknown,
            "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
-    trap = driver_root_trap(runtime, dp)
+    out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube.py
+    trap = driver_root_trap(runtime, dp, out["stack"])
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
     out["new_pods_exposed"] = (node["systemd_cgroup"] is True and runtime.get("nvidia_runtime") is not None
                                and node["nvidia_runtime_mode_resolved"] in (None, "legacy")
                                and node["pass_device_specs"] is not True and "cdi-cri" not in strategy)
-    out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube.py
     out["remedies"] = remedies(node, runtime, rows, ctx, trap, out["new_pods_exposed"], out["stack"])
     out["verdict"] = _verdict(node, rows, trap, out["new_pods_exposed"])
     return out

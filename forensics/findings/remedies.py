@@ -10,10 +10,11 @@ from . import stack_remedies as sr
 from .stacks import recognise
 
 
-def driver_root_trap(runtime: dict, dp: dict) -> list[str]:
+def driver_root_trap(runtime: dict, dp: dict, stack: dict | None = None) -> list[str]:
     """Evidence of the containerised-driver trap: the driver lives under /run/nvidia/driver (nodes in
     /run/nvidia/driver/dev), /dev/nvidiactl is not on the host, yet CDI specs or the device plugin point at
-    the host's /dev."""
+    the host's /dev. The GPU Operator's plugin takes its root from the operator's driver-ready file, not
+    its env (stacks.md 2), so on that stack an unset NVIDIA_DRIVER_ROOT is no evidence."""
     root = runtime.get("driver_root")
     if root in (None, "/") or any(d.get("path") == "/dev/nvidiactl" for d in runtime.get("host_devices") or []):
         return []
@@ -24,7 +25,8 @@ def driver_root_trap(runtime: dict, dp: dict) -> list[str]:
                           if str(n.get("hostPath") or n.get("path") or "").startswith("/dev/nvidia")})
             if bad:
                 out.append(f"CDI spec {s.get('source')} points at {', '.join(bad[:3])}")
-    if dp.get("driver_root") not in (None, root):
+    unset = str((dp.get("basis") or {}).get("NVIDIA_DRIVER_ROOT") or "").startswith("not set")
+    if dp.get("driver_root") not in (None, root) and not (unset and (stack or {}).get("device_plugin") == "gpu-operator"):
         out.append(f"the device plugin has NVIDIA_DRIVER_ROOT={dp['driver_root']}")
     return out
 
@@ -172,7 +174,8 @@ def _recreate(redo: list[dict], legacy: bool) -> dict:
                      + (", and those runc created without the /dev/char links"
                         if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
                      "any (stack-neutral)", lines, "the steps above applied first, so the new containers get "
-                     "their devices in the spec", "the pods restart (their controllers create them again)",
+                     "their devices in the spec", "the containers restart (a pod's controller creates it again; a container "
+                     "without a pod must be started again by whoever started it)",
                      "device access is only (re)built when the container is created again")
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-HOOK_BREAK = ("the standalone nvidia-container-runtime-hook refuses to run once the toolkit's mode is not "
-              "legacy (toolkit cmd/nvidia-container-runtime-hook/main.go: doPrestart calls assertModeIsLegacy)")
+HOOK_BREAK = ("the standalone nvidia-container-runtime-hook refuses to run in any mode but legacy "
+              "(toolkit cmd/nvidia-container-runtime-hook/main.go, assertModeIsLegacy)")
 
 
 #: remedies whose commands name the driver root: never given while it is unknown (issue 14)
@@ -220,7 +220,8 @@ def docker(st, runtime, specs_ok: bool, root) -> list[dict]:
                           "NVIDIA Container Toolkit >= 1.15.0",
                           None if d.get("live_restore") else "restarting dockerd stops every running container: "
                           "daemon.json does not set live-restore",
-                          f"daemon.json features.cdi is {d.get('cdi')}"))
+                          "daemon.json features.cdi is " + ({True: "true", False: "false"}.get(d.get("cdi"))
+                                                            or "not set (off before Docker 28.2, on from 28.2)")))
     out.append(remedy("Start GPU containers with CDI devices instead of --gpus", label(st),
                       ["docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
                        "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> in place of --gpus"],
@@ -250,8 +251,8 @@ def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
                           runtime["nvidia_runtime"]["source"] != "/etc/nvidia-container-runtime/config.toml" else "")],
                       "a CDI spec for the GPUs" + ("; every standalone-hook user below moved to CDI first" if users else ""),
                       (f"{HOOK_BREAK}: these would stop starting: {'; '.join(users)}" if users else
-                       f"none seen: no OCI hook file, Docker or CRI-O container here uses the standalone hook, "
-                       f"which stops working in this mode ({HOOK_BREAK})"),
+                       "none seen here: no OCI hook file, Docker, CRI-O or plain runc container uses the standalone "
+                       f"hook; {HOOK_BREAK}"),
                       f"mode is {node['nvidia_runtime_mode'] or 'unknown'} ({node['nvidia_runtime_mode_resolved'] or 'unresolved'});"
                       " legacy mode injects GPUs with a prestart hook outside the spec; toolkit >= 1.18 with mode auto "
                       "already gives jit-cdi through the runtime and leaves the hook legacy"))
