@@ -152,3 +152,23 @@ def test_unreachable_container_dev_is_recorded_not_a_crash(demo):
         assert not rec["dev_entries"] and isinstance(rec["pid"], int)  # not read: [] today, None would be clearer
         rec_proc = [r for s, r in records.items() if str(s).startswith(f"/proc/{rec['pid']}/")]
         assert rec_proc and all(r["status"] == "absent" for r in rec_proc), rec["pid"]
+
+
+def test_report_md_gives_the_stack_and_remedies_as_bare_commands(demo, monkeypatch):
+    """Issue 14: each remedy names its stack, needs and breaks; its code block holds commands only (rendered
+    without the ticket cut, which would keep only the first ones)."""
+    from reports import render
+    out, a = demo
+    monkeypatch.setattr(render, "MD_LIMIT", 100_000)
+    md = render.markdown(a)
+    assert "Stack: engine containerd, device plugin nvidia-device-plugin, driver root /." in md
+    first = a["exposure"]["remedies"][0]
+    assert first["stack"] == "containerd + nvidia-device-plugin" and first["order"] == 1
+    assert f"1. **{first['what']}** (for containerd + nvidia-device-plugin). Needs: " in md
+    blocks = re.findall(r"```sh\n(.*?)\n```", md, re.S)
+    commands = {line for r in a["exposure"]["remedies"] for line in r["change"].splitlines()}
+    assert blocks == [r["change"] for r in a["exposure"]["remedies"]]
+    assert all(line in commands for b in blocks for line in b.splitlines())
+    assert "Breaks: restarting containerd pauses pod starts" in md
+    cut = (out / "report.md").read_text()
+    assert cut.count("```") % 2 == 0  # a ticket cut never leaves a code block open

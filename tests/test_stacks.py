@@ -163,6 +163,10 @@ def test_bottlerocket_gets_its_settings_api(tmp_path):
     assert st["hook_users"] == ["Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json (prestart nvidia-container-runtime-hook)"]
     assert listing(exp) == [("Restore Bottlerocket's pass-device-specs setting", "containerd + bottlerocket", 1)]
     assert text(exp) == "apiclient set settings.kubelet-device-plugins.nvidia.pass-device-specs=true"
+    assert facts["stack"]["bottlerocket_plugin"] == {"pass_device_specs": False, "device_list_strategy": None}
+    assert exp["remedies"][0]["why"].startswith("PASS_DEVICE_SPECS is False (flags.plugin.passDeviceSpecs in "
+                                                "/etc/nvidia-k8s-device-plugin/settings.yaml)")
+    assert "helm" not in exp["remedies"][0]["why"].lower() or "Helm remedies do not apply" in exp["remedies"][0]["why"]
 
 
 def test_docker_host_with_gpus_hooks(tmp_path):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import tomllib
 
+import yaml
+
 from forensics import hostfs
 
 import collectors.runtime_config.parse as rp
@@ -122,6 +124,23 @@ def crio_settings(docs: list[dict]) -> dict:
             "runtimes": {str(k): rp._text(rp._tab(v).get("runtime_path")) for k, v in rp._tab(rt.get("runtimes")).items()}}
 
 
+def plugin_config(text: str | None) -> dict | None:
+    """The NVIDIA device plugin's config file (``flags.plugin.passDeviceSpecs``, ``deviceListStrategy``:
+    k8s-device-plugin api/config/v1; Bottlerocket renders its settings into one, stacks.md 5) →
+    ``{"pass_device_specs": bool|None, "device_list_strategy": [str]|None}``; ``None`` without a file.
+    Bad YAML reads as unknown values, never an exception."""
+    if text is None:
+        return None
+    try:
+        doc = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        doc = None
+    plugin = rp._tab(rp._get(doc, "flags", "plugin"))
+    pds, dls = plugin.get("passDeviceSpecs"), plugin.get("deviceListStrategy")
+    return {"pass_device_specs": pds if isinstance(pds, bool) else None,
+            "device_list_strategy": rp._str_list(dls) or None}
+
+
 def _kv(text: str) -> dict[str, str]:
     """``KEY=value`` lines (os-release(5), the GPU Operator's driver-ready file) → dict, quotes dropped."""
     out = {}
@@ -138,14 +157,14 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     ``stack``: ``{"docker": docker_settings + {"source"} | None (no daemon.json), "crio": crio_settings +
     {"files"} | None (no CRI-O config), "rancher": [...] (acquire's), "os_release": {ID, VARIANT_ID, ...}
     | None, "bottlerocket": bool|None, "bottlerocket_settings": str (the rendered plugin settings.yaml
-    text) | None, "shimpei_hook": bool (Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json), "operator":
+    text) | None, "bottlerocket_plugin": :func:`plugin_config` of it, "shimpei_hook": bool (Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json), "operator":
     {"driver_ready": {KEY: value} | None, "toolkit_ready", "toolkit_dir"} , "hami_vgpu": bool|None,
     "bottlerocket_plugin_unit": bool|None, "collected": bool}``; ``collected`` False (and every other
     value None) for a bundle from a version that did not look. ``engine_cgroup_driver``: the contract's
     ``{engine: {"value", "source"}}`` for each engine whose config was seen."""
     if entry is None:
         return {"collected": False, "docker": None, "crio": None, "rancher": None, "os_release": None,
-                "bottlerocket": None, "bottlerocket_settings": None, "shimpei_hook": None,
+                "bottlerocket": None, "bottlerocket_settings": None, "bottlerocket_plugin": None, "shimpei_hook": None,
                 "operator": None, "hami_vgpu": None, "bottlerocket_plugin_unit": None}, _ecd(ctd, None, None)
     docker = None
     if entry.get("docker") in stored:
@@ -177,6 +196,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     stack = {"collected": True, "docker": docker, "crio": crio, "rancher": entry.get("rancher") or [],
              "os_release": osr, "bottlerocket": (osr.get("ID") == "bottlerocket") if osr is not None else None,
              "bottlerocket_settings": text("/etc/nvidia-k8s-device-plugin/settings.yaml"),
+             "bottlerocket_plugin": plugin_config(text("/etc/nvidia-k8s-device-plugin/settings.yaml")),
              "shimpei_hook": "/etc/shimpei/nvidia-oci-hooks.json" in copied,
              "bottlerocket_plugin_unit": present.get(PRESENT[2]),
              "operator": {"driver_ready": _kv(ready) if ready is not None else None,

@@ -91,7 +91,7 @@ def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[di
     specs_ok = any(str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")
                    for s in (runtime.get("cdi") or {}).get("specs") or [])
     if plugin == "bottlerocket":
-        return sr.bottlerocket(st, node)
+        return sr.bottlerocket(st, node, (runtime.get("stack") or {}).get("bottlerocket_plugin"))
     if plugin == "gpu-operator":
         return sr.gpu_operator(st, node, {})
     if engine == "docker":

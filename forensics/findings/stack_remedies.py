@@ -190,16 +190,21 @@ def hami(st, node, root) -> list[dict]:
     return out
 
 
-def bottlerocket(st, node) -> list[dict]:
-    """Bottlerocket's settings API for its host device-plugin service (stacks.md 5), never Helm."""
-    if node["pass_device_specs"] is True:
+def bottlerocket(st, node, rendered: dict | None = None) -> list[dict]:
+    """Bottlerocket's settings API for its host device-plugin service (stacks.md 5), never Helm.
+    ``rendered``: the plugin's settings.yaml as the host rendered it (runtime_config's
+    ``bottlerocket_plugin``), the evidence when no plugin container is there to read."""
+    pds = node["pass_device_specs"] if node["pass_device_specs"] is not None else (rendered or {}).get("pass_device_specs")
+    if pds is True:
         return []
+    seen = (f"{pds}" + (" (flags.plugin.passDeviceSpecs in /etc/nvidia-k8s-device-plugin/settings.yaml)"
+                        if node["pass_device_specs"] is None and pds is not None else "")) if pds is not None else "unknown"
     return [remedy("Restore Bottlerocket's pass-device-specs setting", label(st),
                    ["apiclient set settings.kubelet-device-plugins.nvidia.pass-device-specs=true"],
                    "Bottlerocket >= v1.23.0 (the settings API for the device plugin; earlier releases pass specs "
                    "from v1.15.0 by default); the key is kubelet-device-plugins.nvidia, not kubelet-device-plugin",
                    "the host service nvidia-k8s-device-plugin restarts",
-                   f"PASS_DEVICE_SPECS is {node['pass_device_specs']}; Bottlerocket's default (true) puts the GPU "
+                   f"PASS_DEVICE_SPECS is {seen}; Bottlerocket's default (true) puts the GPU "
                    "nodes into the spec; the plugin is a host service, so kubectl and Helm remedies do not apply")]
 
 
