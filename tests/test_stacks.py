@@ -183,7 +183,7 @@ def test_docker_host_with_gpus_hooks(tmp_path):
     c = container("9f3c2a1b7e4d", pod=None, hooks={"prestart": [LEGACY_HOOK]}, probe=EPERM, drop_in=BASE_DROPIN)
     c.update(namespace="moby", engine="docker", pod_namespace=None)
     c["cgroup"]["path"] = "/system.slice/docker-9f3c2a1b7e4d.scope"
-    exp = assess(rt, [c], None)
+    exp = assess(rt, [c], None, facts["engine_cgroup_driver"])
     st = exp["stack"]
     assert (st["engine"], st["device_plugin"], st["docker"]) == ("docker", "none", True)
     assert st["hook_users"] == ["docker container 9f3c2a1b7e4d has the nvidia-container-runtime-hook prestart hook"]
@@ -214,7 +214,7 @@ def test_crio_with_hooks_d(tmp_path):
     cs = [t1, nvdp_plugin()]
     cs[1].update(engine="crio", namespace=None)
     kube = {"node": {"container_runtime_version": "cri-o://1.29.1", "labels": {}}}
-    exp = assess(facts["runtime"], cs, device_plugin_settings(cs, kept), kube)
+    exp = assess(facts["runtime"], cs, device_plugin_settings(cs, kept), kube=kube)
     st = exp["stack"]
     assert (st["engine"], st["device_plugin"]) == ("crio", "nvidia-device-plugin")
     assert "engine crio: the Node reports containerRuntimeVersion cri-o://1.29.1" in st["evidence"]
@@ -238,7 +238,7 @@ def test_k3s_edits_its_config_toml_tmpl(tmp_path):
                                           "templates": [{"path": f"{d}/config.toml.tmpl", "directives": False}]}]
     cs = [trainer(), nvdp_plugin()]
     kube = {"node": {"container_runtime_version": "containerd://1.7.23-k3s2", "labels": {}}}
-    exp = assess(facts["runtime"], cs, device_plugin_settings(cs, kept), kube)
+    exp = assess(facts["runtime"], cs, device_plugin_settings(cs, kept), kube=kube)
     assert (exp["stack"]["engine"], exp["stack"]["device_plugin"]) == ("k3s", "nvidia-device-plugin")
     s = "k3s + nvidia-device-plugin"
     assert [w for w, _, _ in listing(exp)][:3] == [
@@ -256,7 +256,7 @@ def test_k3s_edits_its_config_toml_tmpl(tmp_path):
     facts2 = node(tmp2, {f"{d}/config.toml": CONTAINERD.format(sc="true"),
                          f"{d}/config.toml.tmpl": '{{ template "base" . }}\n',
                          "/etc/nvidia-container-runtime/config.toml": TOOLKIT})
-    exp2 = assess(facts2["runtime"], cs, device_plugin_settings(cs, kept), kube)
+    exp2 = assess(facts2["runtime"], cs, device_plugin_settings(cs, kept), kube=kube)
     [k3s] = [r for r in exp2["remedies"] if r["what"].startswith("Enable CDI in k3s")]
     assert "nvidia-ctk runtime configure" not in k3s["change"] and f"grep -n enable_cdi {d}/config.toml.tmpl" in k3s["change"]
 
