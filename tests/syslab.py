@@ -313,11 +313,15 @@ class SysLab:
     def probe(self, name: str) -> str:
         """``open("/dev/nvidiactl")`` in container ``name`` (busybox cat): the errno name (ENXIO: the
         device cgroup allows it and no driver answers; EPERM: denied), or "OK"."""
-        p = self.ctr("task", "exec", "--exec-id", f"probe{time.monotonic_ns()}", cid(name),
-                     "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
-        if p.returncode == 0:
-            return "OK"
-        msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]
+        for attempt in range(3):  # an exec that printed nothing (ctr lost the race on a loaded machine) is retried
+            p = self.ctr("task", "exec", "--exec-id", f"probe{time.monotonic_ns()}", cid(name),
+                         "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
+            if p.returncode == 0:
+                return "OK"
+            msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]
+            if msg:
+                break
+            time.sleep(0.5 * (attempt + 1))
         return ERRNO_OF.get(msg, f"? {msg}")
 
     def reload(self, via_unit: str | None = None) -> float:
