@@ -14,11 +14,13 @@ that key removed, so that an edited manifest is detected too.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 from contextlib import contextmanager
@@ -28,15 +30,15 @@ from typing import Iterator
 
 from . import __version__, hostfs
 from .artifact import Artifact, Status, from_oserror
+from .bundle_open import (MAX_MANIFEST, BundleError, check_manifest, invalid, open_regular, plain, read_bounded,
+                          scan_tree, shown, unpack)
+
+__all__ = ["BundleError", "Bundle", "BundleWriter", "verify", "canonical_sha256", "MANIFEST", "INCOMPLETE", "SCHEMA"]
 
 MANIFEST = "manifest.json"
 INCOMPLETE = "INCOMPLETE"
 SCHEMA = "gpu-forensics/manifest/v1"
 CHUNK = 1 << 20
-
-
-class BundleError(Exception):
-    """The path is not a bundle, or the bundle is unreadable or inconsistent (exit code 3)."""
 
 
 def _safe_rel(rel: str) -> str:
@@ -281,9 +283,11 @@ class BundleWriter:
 class Bundle:
     """A bundle opened for reading. ``root`` is a directory holding ``manifest.json``.
 
-    Use :meth:`open`; for a ``.tar.gz`` the archive is unpacked (with tarfile's ``data`` filter,
-    which refuses links and paths leaving the target) into a temporary directory that lives as long
-    as this object.
+    Use :meth:`open`. A ``.tar.gz`` is checked member by member and unpacked by this code (never by
+    tarfile's extraction, see :mod:`forensics.bundle_open`) into a temporary directory that lives as
+    long as this object. ``manifest_sha256`` is the SHA-256 of the manifest.json bytes read: the value
+    ``collect`` and ``run`` print for the ticket. ``problems`` lists the links, FIFOs and devices of a
+    directory bundle opened with ``strict=False`` (never opened, never followed).
     """
 
     root: Path
@@ -291,40 +295,68 @@ class Bundle:
     source: Path
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
     _arts: list[Artifact] | None = field(default=None, repr=False)
+    manifest_sha256: str = ""
+    files: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Bundle":
-        """Open a bundle directory or ``.tar.gz``. Raises :class:`BundleError` when ``path`` is
-        missing, not a bundle, still marked incomplete, or its manifest is not valid JSON."""
+    def open(cls, path: str | os.PathLike, strict: bool = True) -> "Bundle":
+        """Open a bundle directory or ``.tar.gz``. Raises :class:`BundleError` (message ``invalid
+        bundle: ...`` for a hostile or broken one) when ``path`` is missing, not a bundle, still
+        marked incomplete, an archive member is not a plain file or directory inside the bundle or
+        over the bounds of :mod:`forensics.bundle_open`, or the manifest is not a valid
+        ``gpu-forensics/manifest/v1`` (:func:`forensics.bundle_open.check_manifest`). A directory
+        bundle holding a link, FIFO, socket or device is refused too, unless ``strict`` is false
+        (``verify``): then each is listed in ``problems``."""
         p = Path(path)
         tmp = None
-        if not p.exists():
-            raise BundleError(f"{p}: no such bundle")
-        if p.is_file():
-            if not tarfile.is_tarfile(p):
-                raise BundleError(f"{p}: not a bundle directory or .tar.gz archive")
+        try:
+            st = os.stat(p)
+        except OSError:
+            raise BundleError(f"{p}: no such bundle") from None
+        if stat.S_ISREG(st.st_mode):
             tmp = tempfile.TemporaryDirectory(prefix="gpu-forensics-")
             try:
-                with tarfile.open(p, "r:*") as tf:
-                    tf.extractall(tmp.name, filter="data")
-            except (tarfile.TarError, OSError, EOFError) as e:
+                root = unpack(p, Path(tmp.name), p)
+            except BaseException:
                 tmp.cleanup()
-                raise BundleError(f"{p}: cannot unpack archive: {e}") from e
-            entries = [e for e in Path(tmp.name).iterdir()]
-            root = entries[0] if len(entries) == 1 and entries[0].is_dir() else Path(tmp.name)
-        else:
+                raise
+        elif stat.S_ISDIR(st.st_mode):
             root = p
-        if (root / INCOMPLETE).exists():
+        else:
+            raise invalid(p, "not a directory or regular file")
+        try:
+            return cls._read(p, root, tmp, strict)
+        except BaseException:
+            if tmp is not None:
+                tmp.cleanup()
+            raise
+
+    @classmethod
+    def _read(cls, p: Path, root: Path, tmp, strict: bool) -> "Bundle":
+        files, problems = scan_tree(root, p)
+        if problems and strict:
+            raise invalid(p, problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        if INCOMPLETE in files:
             raise BundleError(f"{p}: bundle is marked INCOMPLETE (the collection was interrupted)")
         try:
-            manifest = json.loads((root / MANIFEST).read_text())
+            raw = read_bounded(root, MANIFEST, MAX_MANIFEST, p)
         except FileNotFoundError:
             raise BundleError(f"{p}: no manifest.json here; is this a gpu-forensics bundle?") from None
-        except (ValueError, OSError) as e:
+        except OSError as e:
             raise BundleError(f"{p}: manifest.json is unreadable: {e}") from e
-        if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-            raise BundleError(f"{p}: manifest.json is not a {SCHEMA} manifest")
-        return cls(root=root, manifest=manifest, source=p, _tmp=tmp)
+        try:
+            manifest = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise invalid(p, f"manifest.json is not valid JSON: {shown(e)}") from None
+        check_manifest(manifest, p, SCHEMA)
+        return cls(root=root, manifest=manifest, source=p, _tmp=tmp, manifest_sha256=hashlib.sha256(raw).hexdigest(),
+                   files=files, problems=problems)
+
+    def close(self) -> None:
+        """Remove the temporary directory of an unpacked ``.tar.gz`` (nothing for a directory)."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     def artifacts(self) -> list[Artifact]:
         """All manifest records, in acquisition order (parsed once; readers ask for them often)."""
@@ -346,36 +378,39 @@ class Bundle:
         return [a for a in self.artifacts() if (a.path or "").startswith(prefix) or a.source.startswith(prefix)]
 
 
-def verify(path: str | os.PathLike) -> list[str]:
-    """Recompute every hash of the bundle at ``path``.
+def verify(path: "str | os.PathLike | Bundle") -> list[str]:
+    """Recompute every hash of the bundle at ``path`` (or of an open :class:`Bundle`).
 
     Returns a list of problems, empty when the bundle is intact: ``changed: REL`` (hash or size
-    differs), ``removed: REL``, ``added: REL`` (a file the manifest does not list) and
-    ``manifest: ...`` (its ``self_sha256`` no longer matches). Raises :class:`BundleError` when
-    ``path`` is not a bundle at all.
+    differs), ``removed: REL``, ``added: REL`` (a file the manifest does not list), ``not a regular
+    file: REL (a FIFO)`` (a link, FIFO or device: never opened nor followed) and ``manifest: ...``
+    (its ``self_sha256`` no longer matches). Raises :class:`BundleError` when ``path`` is not a
+    bundle at all. An empty list proves only that the files match the manifest: a bundle whose files
+    and manifest were both rewritten and resealed verifies too; only ``manifest_sha256`` compared
+    with the value recorded in the ticket tells.
     """
-    b = Bundle.open(path)
-    problems = []
+    b = path if isinstance(path, Bundle) else Bundle.open(path, strict=False)
+    problems = list(b.problems)
     if b.manifest.get("self_sha256") != canonical_sha256(b.manifest):
         problems.append("manifest: manifest.json was changed after collection (self_sha256 mismatch)")
     listed = set()
     for a in b.artifacts():
         if not a.path:
             continue
-        listed.add(a.path)
-        f = b.path(a.path)
-        if not f.is_file():
-            problems.append(f"removed: {a.path}")
+        listed.add(_safe_rel(a.path))
+        try:
+            fd = open_regular(b.root, _safe_rel(a.path))
+        except OSError as e:
+            problems.append(f"removed: {plain(a.path)}" if e.errno in (errno.ENOENT, errno.ENOTDIR)
+                            else f"not a regular file: {plain(a.path)} ({e.strerror})")
             continue
         h = hashlib.sha256()
-        with open(f, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             for chunk in iter(lambda: fh.read(CHUNK), b""):
                 h.update(chunk)
         if h.hexdigest() != a.sha256:
-            problems.append(f"changed: {a.path}")
-    for dirpath, _dirs, files in os.walk(b.root):
-        for name in files:
-            rel = os.path.relpath(os.path.join(dirpath, name), b.root)
-            if rel != MANIFEST and rel not in listed:
-                problems.append(f"added: {rel}")
-    return sorted(problems)
+            problems.append(f"changed: {plain(a.path)}")
+    for rel in b.files:
+        if rel != MANIFEST and rel not in listed:
+            problems.append(f"added: {plain(rel)}")
+    return sorted(set(problems))

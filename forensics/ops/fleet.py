@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..bundle import INCOMPLETE, MANIFEST, Bundle, BundleError, verify
+from ..bundle_open import read_bounded
 from ..timeutil import iso_z, parse_iso
 
 SCHEMA = "gpu-forensics/fleet/v1"
@@ -43,6 +44,7 @@ POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "
                "kubernetes.azure.com/agentpool", "agentpool", "oci.oraclecloud.com/node-pool-id",
                "node.kubernetes.io/pool", "nodepool", "pool")
 MAX_TRIGGERS = 300  #: reloads kept per node for "also hit" (the newest)
+MAX_ANALYSIS_JSON = 512 << 20  #: bytes of an analysis .json read (a FIFO or a 2 GiB sparse file is refused)
 
 
 # -- inputs ----------------------------------------------------------------------------------------
@@ -58,8 +60,8 @@ def find_bundles(paths: list[str | Path]) -> list[Path]:
         p = Path(raw)
         if not p.exists():
             raise FileNotFoundError(f"{p}: no such file or directory")
-        if p.is_file() or (p / MANIFEST).is_file():
-            out.append(p)
+        if not p.is_dir() or (p / MANIFEST).is_file():
+            out.append(p)  # a file, or anything else (a FIFO): summarize reports what is wrong with it
             continue
         for child in sorted(p.iterdir()):
             if (child.is_dir() and ((child / MANIFEST).is_file() or (child / INCOMPLETE).is_file())) or \
@@ -82,14 +84,14 @@ def summarize(path: str | Path) -> dict:
     except BundleError as e:
         return {"bundle": str(path), "error": str(e)}
     try:
-        problems = verify(b.root)
+        problems = verify(b)
         return node_summary(analyze(b), problems)
+    except BundleError as e:
+        return {"bundle": str(path), "error": str(e)}
     except Exception as e:  # noqa: BLE001 - one bad bundle must not cost the fleet report
         return {"bundle": str(path), "error": f"analysis failed: {type(e).__name__}: {e}"}
     finally:
-        tmp = getattr(b, "_tmp", None)
-        if tmp is not None:
-            tmp.cleanup()
+        b.close()
 
 
 def _summarize_json(path: Path) -> dict:
@@ -97,8 +99,8 @@ def _summarize_json(path: Path) -> dict:
     ``bundle`` is the file's path, as given."""
     from ..findings.analysis import SCHEMA as ANALYSIS_SCHEMA
     try:
-        a = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as e:
+        a = json.loads(read_bounded(path.parent, path.name, MAX_ANALYSIS_JSON, path))
+    except (OSError, ValueError, RecursionError, BundleError) as e:
         return {"bundle": str(path), "error": f"cannot read the analysis JSON: {e}"}
     if not isinstance(a, dict) or a.get("schema") != ANALYSIS_SCHEMA:
         schema = a.get("schema") if isinstance(a, dict) else None
