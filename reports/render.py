@@ -73,8 +73,8 @@ def _html_parts(a: dict) -> Iterator[str]:
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
     # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
-    return _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
-                                                         chart=markupsafe.Markup(timeline_svg(a)))
+    return _with_banner(_ENV.get_template("report.html.j2").generate(
+        a=a, timeline=shown, hidden=hidden, generated=_now(), chart=markupsafe.Markup(timeline_svg(a))), a)
 
 
 #: ticket bodies beyond this are cut (Jira and GitHub comments read best short); report.html has all
@@ -85,7 +85,7 @@ def markdown(a: dict) -> str:
     """Paste-ready Markdown for a Jira or GitHub ticket, under :data:`MD_LIMIT` characters: when the
     node has many incidents or containers the middle is cut, and the last line (the bundle's name and
     manifest SHA-256) is always kept."""
-    text = _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
+    text = integrity_banner(a, markdown=True) + _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
     if len(text) < MD_LIMIT:
         return text
     body, _, last = text.rstrip("\n").rpartition("\n")
@@ -133,6 +133,39 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
                 f.writelines(parts(a))
             done.append(Path(path))
     return done
+
+
+# -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------
+def integrity_banner(a: dict, markdown: bool = False) -> str:
+    """The banner of a bundle that does not match its manifest (``a["integrity"]["verified"]`` false):
+    escaped HTML, or with ``markdown`` a Markdown paragraph; ``""`` for a verified bundle or an
+    analysis without ``integrity``. It names the first problems and, when ``analysed_anyway``, says
+    that ``--allow-tampered`` was given."""
+    i = a.get("integrity") or {}
+    if not i or i.get("verified", True):
+        return ""
+    problems = i.get("problems") or []
+    text = (f"TAMPERED OR DAMAGED BUNDLE: it does not match its manifest ({len(problems)} problems: "
+            + "; ".join(str(p) for p in problems[:3]) + (" ..." if len(problems) > 3 else "") + ")."
+            + (" Analysed anyway (--allow-tampered): nothing below can be taken as evidence."
+               if i.get("analysed_anyway") else ""))
+    if markdown:
+        return f"**{md(text)}**\n\n"
+    return ('<div role="alert" id="integrity" style="border:3px solid #b00020;background:#fde7ea;color:#5c0011;'
+            f'padding:.6rem 1rem;margin:.5rem 0;font-weight:bold">{markupsafe.escape(text)}</div>\n')
+
+
+def _with_banner(parts: Iterator[str], a: dict) -> Iterator[str]:
+    """``parts`` of the HTML with :func:`integrity_banner` right after ``<body>``."""
+    banner, head = integrity_banner(a), ""
+    for chunk in parts:
+        if banner and (i := (head := head + str(chunk)).find("<body>")) >= 0:  # str: Markup + str escapes
+            yield head[:i + 6] + "\n" + banner + head[i + 6:]
+            banner, head = "", ""
+        elif not banner:
+            yield chunk
+    if head:
+        yield banner + head
 
 
 def _now() -> str:

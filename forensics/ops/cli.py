@@ -74,9 +74,24 @@ def _collect_args(p: argparse.ArgumentParser) -> None:
 def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
     if bundle:
         p.add_argument("bundle", help="bundle directory or .tar.gz")
+        _expect_arg(p)
+        p.add_argument("--allow-tampered", action="store_true",
+                       help="analyse a bundle that does not match its manifest anyway (every report says so; exit 3)")
     p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
     p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
     p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
+
+
+def _expect_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--expect", metavar="SHA256", type=_sha256_arg,
+                   help="the manifest.json SHA-256 recorded in the ticket; a different one is exit 3")
+
+
+def _sha256_arg(text: str) -> str:
+    t = text.strip().lower()
+    if len(t) != 64 or t.strip("0123456789abcdef"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a SHA-256 (64 hex digits)")
+    return t
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
     v.add_argument("bundle")
+    _expect_arg(v)
     from . import drill as drill_mod, fleet as fleet_mod
     f = sub.add_parser("fleet", help="one exposure report across many nodes' bundles", formatter_class=ex,
                        epilog="example: gpu-forensics fleet bundles/ --out fleet-report")
@@ -213,28 +229,56 @@ def _hostname(root: Path) -> str | None:
         return None
 
 
+def _integrity(b: Bundle, expect: str | None) -> dict:
+    """``verify`` of the open bundle ``b``, and the manifest hash against the ticket's (``--expect``):
+    ``{"verified", "problems", "manifest_sha256", "expected_sha256"}`` (analysis.json's ``integrity``)."""
+    problems = verify(b)
+    if expect and expect != b.manifest_sha256:
+        problems.insert(0, f"manifest: manifest.json SHA-256 is {b.manifest_sha256}, the ticket says {expect}")
+    return {"verified": not problems, "problems": problems, "manifest_sha256": b.manifest_sha256,
+            "expected_sha256": expect}
+
+
 def cmd_analyze(bundle_path: Path, args) -> int:
+    """``analyze``: verify the bundle first; one that does not match its manifest (or ``--expect``) is
+    not analysed (exit 3) unless ``--allow-tampered``, and then every report carries a banner."""
     from reports import render
     from .pipeline import analyze
     b = Bundle.open(bundle_path)
-    a = analyze(b)
+    try:
+        integrity = _integrity(b, getattr(args, "expect", None))
+        if not integrity["verified"]:
+            for p in integrity["problems"][:20]:
+                print(p)
+            if not getattr(args, "allow_tampered", False):
+                print(f"gpu-forensics: error: {bundle_path}: bundle does NOT match its manifest "
+                      f"({len(integrity['problems'])} problems); not analysed (--allow-tampered analyses it anyway, "
+                      "with a banner in every report)", file=sys.stderr)
+                return EXIT_INVALID
+            integrity["analysed_anyway"] = True
+        a = analyze(b)
+    finally:
+        b.close()
+    a["integrity"] = integrity
     html, md, js = _report_paths(args, bundle_path)
     written = render.write(a, html, md, js)
     for s in a["verdicts"]:
         print(s)
     for p in written:
         print(f"wrote {p}")
+    if not integrity["verified"]:
+        return EXIT_INVALID
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
 
 
 def _summary(bundle: Path, args) -> None:
-    """The end of ``run``: where everything is, and the hashes the ticket should record."""
-    import hashlib
-    html, md, js = _report_paths(args, bundle)
-    target = bundle / "manifest.json" if bundle.is_dir() else bundle
-    h = hashlib.sha256(target.read_bytes()).hexdigest()
-    what = "manifest.json" if bundle.is_dir() else bundle.name
-    print(f"\nreport: {html}\nticket text: {md}\nbundle: {bundle}\n{what} sha256: {h}")
+    """The end of ``run``: where everything is, and the hash the ticket should record: the SHA-256 of
+    manifest.json, the value ``collect`` prints and ``verify`` prints and checks (``--expect``),
+    whether the bundle is a directory or a ``.tar.gz``."""
+    b = Bundle.open(bundle)
+    b.close()
+    html, md, _js = _report_paths(args, bundle)
+    print(f"\nreport: {html}\nticket text: {md}\nbundle: {bundle}\nmanifest.json sha256: {b.manifest_sha256}")
     if os.geteuid() != 0:
         print("note: not run as root; container and device evidence needs root (see the manifest's "
               "unreadable records)", file=sys.stderr)
@@ -270,18 +314,34 @@ def _upload(bundle: Path, args) -> int:
 def cmd_timeline(args) -> int:
     from reports.timeline import write
     from .pipeline import analyze
-    write(analyze(Bundle.open(args.bundle), full_timeline=True), args.format, sys.stdout)
+    b = Bundle.open(args.bundle)
+    try:
+        a = analyze(b, full_timeline=True)
+    finally:
+        b.close()
+    write(a, args.format, sys.stdout)
     return EXIT_OK
 
 
 def cmd_verify(args) -> int:
-    problems = verify(args.bundle)
+    """``verify``: every hash of the bundle, and the manifest's own SHA-256 printed (and compared with
+    ``--expect``). Exit 3 on any problem."""
+    b = Bundle.open(args.bundle, strict=False)
+    try:
+        integrity = _integrity(b, args.expect)
+    finally:
+        b.close()
+    print(f"manifest.json sha256: {integrity['manifest_sha256']}")
+    problems = integrity["problems"]
     if problems:
         for p in problems:
             print(p)
-        print(f"{args.bundle}: bundle does NOT match its manifest ({len(problems)} problems)")
+        print(f"{args.bundle}: bundle does NOT match its manifest{' or the ticket' if args.expect else ''} "
+              f"({len(problems)} problems)")
         return EXIT_INVALID
-    print(f"{args.bundle}: OK, every artifact matches its SHA-256")
+    print(f"{args.bundle}: OK, every artifact matches its SHA-256; " + (
+        "manifest.json matches the ticket's SHA-256" if args.expect else
+        "compare the manifest.json SHA-256 above with the ticket's: a rewritten and resealed bundle verifies too"))
     return EXIT_OK
 
 
