@@ -4,38 +4,73 @@
 Each writer takes the analysis dict (schema ``gpu-forensics/analysis/v1``, usually built with
 ``full_timeline=True``) and a text stream, and writes one line per ``timeline[]`` entry, in timeline
 order. Like the other renderers they compute nothing the JSON does not hold.
+
+Evidence text comes from a node that may be compromised and lands on an engineer's terminal or in a
+spreadsheet, so every text cell goes through :func:`inert`: terminal control characters become
+visible escapes, and (for CSV) a cell a spreadsheet would run as a formula is quoted (OWASP "CSV
+Injection"). The JSON formats need no more than ``json.dumps``' ASCII escaping, which leaves no
+control character raw.
 """
 from __future__ import annotations
 
 import csv as _csv
 import json
+import re
 from typing import Callable, TextIO
 
 from forensics.events import KINDS
 from forensics.timeutil import parse_iso
 
 
+#: C0 controls but tab and newline, DEL, C1 controls (a lone 0x9b is a CSI on many terminals), and the
+#: Unicode line separators and bidirectional overrides that reorder or break what a reader sees
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_NL = re.compile(_CONTROL.pattern[:-1] + "\n]")
+#: first characters that make a spreadsheet read a cell as a formula (OWASP CSV Injection)
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def inert(value, csv: bool = False, newline: bool = True) -> str:
+    """``value`` as text that cannot drive a terminal or a spreadsheet: every control character
+    (C0 but tab and newline, DEL, C1, so ANSI CSI/OSC sequences lose their ESC) and Unicode
+    line separator or bidi override becomes a visible ``\\xNN`` / ``\\uNNNN`` escape; with
+    ``newline`` false a newline too (one line per event); with ``csv`` a text starting with ``=``,
+    ``+``, ``-``, ``@``, tab or CR gets a leading ``'``. ``None`` becomes ``""``."""
+    if value is None:
+        return ""
+    text = (_CONTROL if newline else _CONTROL_NL).sub(_escape, str(value))
+    return "'" + text if csv and text.startswith(_FORMULA) else text
+
+
 def table(a: dict, out: TextIO) -> None:
-    """Fixed-width text for a terminal: node-local time, source, kind, summary."""
+    """Fixed-width text for a terminal: node-local time, source, kind, summary (each :func:`inert`,
+    newlines escaped, so one line per event)."""
     for e in a["timeline"]:
-        print(f"{e['local']:<32} {e['source']:<20} {e['kind']:<24} {e['summary']}", file=out)
+        local, source, kind, summary = (inert(e[k], newline=False) for k in ("local", "source", "kind", "summary"))
+        print(f"{local:<32} {source:<20} {kind:<24} {summary}", file=out)
 
 
 def csv(a: dict, out: TextIO) -> None:
     """CSV (RFC 4180, ``\\r\\n`` line ends) with a header row: ``at`` (UTC), ``local``, ``source``,
-    ``kind``, ``summary`` and the evidence pointer ``artifact``, ``line``, ``cursor`` (empty when absent)."""
+    ``kind``, ``summary`` and the evidence pointer ``artifact``, ``line``, ``cursor`` (empty when absent);
+    every cell :func:`inert` with ``csv`` (a formula-like cell starts with ``'``)."""
     w = _csv.writer(out)
     w.writerow(["at", "local", "source", "kind", "summary", "artifact", "line", "cursor"])
     for e in a["timeline"]:
         ev = e.get("evidence") or {}
-        w.writerow([e["at"], e["local"], e["source"], e["kind"], e["summary"], ev.get("artifact", ""),
-                    ev.get("line", ""), ev.get("cursor", "")])
+        w.writerow([inert(v, csv=True) for v in (e["at"], e["local"], e["source"], e["kind"], e["summary"],
+                                                 ev.get("artifact", ""), ev.get("line", ""), ev.get("cursor", ""))])
 
 
 def jsonl(a: dict, out: TextIO) -> None:
     """JSON Lines: each ``timeline[]`` entry as analysis.json holds it."""
     for e in a["timeline"]:
-        print(json.dumps(e, default=str), file=out)
+        print(json.dumps(e, default=str, ensure_ascii=True), file=out)
 
 
 def timesketch(a: dict, out: TextIO) -> None:
@@ -53,7 +88,8 @@ def timesketch(a: dict, out: TextIO) -> None:
                           "node": a["node"], "local_time": e["local"], "artifact": ev.get("artifact"),
                           "line": ev.get("line"), "cursor": ev.get("cursor"),
                           **{f"attr_{k}": v for k, v in (e.get("attrs") or {}).items()
-                             if isinstance(v, (str, int, float, bool)) or v is None}}, default=str), file=out)
+                             if isinstance(v, (str, int, float, bool)) or v is None}}, default=str,
+                         ensure_ascii=True), file=out)
 
 
 #: format name (``timeline --format``) -> its writer; the first is the default

