@@ -401,8 +401,11 @@ def verify(path: "str | os.PathLike | Bundle") -> list[str]:
         try:
             fd = open_regular(b.root, _safe_rel(a.path))
         except OSError as e:
-            problems.append(f"removed: {plain(a.path)}" if e.errno in (errno.ENOENT, errno.ENOTDIR)
-                            else f"not a regular file: {plain(a.path)} ({e.strerror})")
+            special = f"not a regular file: {plain(a.path)} ("
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                problems.append(f"removed: {plain(a.path)}")
+            elif not any(p.startswith(special) for p in b.problems):  # listed once, by the walk
+                problems.append(f"{special}{e.strerror})")
             continue
         h = hashlib.sha256()
         with os.fdopen(fd, "rb") as fh:

@@ -381,6 +381,7 @@ def test_a_symlink_in_a_directory_bundle_is_never_followed(good, tmp_path, capsy
     rc, out, err = _cli("verify", b, tmp_path, capsys)
     assert rc == 3
     assert "not a regular file: node/hostname (a symlink)" in out.splitlines()
+    assert sum("node/hostname" in x for x in out.splitlines()) == 1  # once, never read through the link
     assert "not a regular file: node/linked-dir (a symlink)" in out.splitlines()
     assert not any("secret" in x for x in out.splitlines())  # the linked folder was not walked
     rc, out, err = _cli("analyze", b, tmp_path, capsys)
