@@ -80,7 +80,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
     writer.meta.update({
         "node": ctx.node.name,
         "node_facts": ctx.node.manifest(),
-        "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset},
+        "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset, "source": ctx.node.tz_source},
         "boot_time": ctx.node.boot_time,
         "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)),
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
