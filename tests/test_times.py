@@ -252,7 +252,7 @@ def test_rhel_banner_gives_systemd_239_and_the_dev_char_rule_runs(tmp_path):
     assert readings.node.systemd_version == "239-58.el8"
     systemd = readings.facts["runtime"]["versions"]["systemd"]
     assert systemd == {"version": "239-58.el8", "basis": "start-up banner at 2026-07-01T00:00:02Z"}
-    ctx = _Context(readings.facts["runtime"])
+    ctx = _Context(readings.facts["runtime"], None, [])   # what exposure.assess computes once per node
     assert ctx.systemd == (239,) and ctx.needs_links and ctx.why_links == "systemd 239"
 
 
