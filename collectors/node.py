@@ -1,10 +1,14 @@
 """Node facts: hostname, IANA time zone, boot time and boot ID, kernel, os-release, systemd version.
 
 Sources (all read under ``--root``):
-- ``/etc/hostname`` (hostname(5)); ``/etc/timezone`` (Debian) and the ``/etc/localtime`` symlink
-  target (``.../zoneinfo/Area/City``, localtime(5)) for the IANA name; the ``/etc/localtime`` TZif
-  bytes themselves (RFC 8536) are stored so that analysis converts zone-less logs with the node's own
-  rules, on any machine;
+- ``/etc/hostname`` (hostname(5));
+- the node's zone, from what the node itself says, in this order (:func:`zone`): the ``/etc/localtime``
+  TZif bytes (RFC 8536) inside the root, the zone name in its link text (``.../zoneinfo/Area/City``,
+  localtime(5); ``timedatectl set-timezone`` writes that link) even when the target is not inside
+  ``--root``, ``/etc/timezone`` (Debian), ``ZONE=`` in ``/etc/sysconfig/clock`` (RHEL-likes). The TZif
+  bytes are stored (``node/localtime``, or the root's ``/usr/share/zoneinfo/NAME`` as ``node/zoneinfo``)
+  so that analysis converts zone-less logs with the node's own rules on any machine; a name with no
+  TZif inside the root is read back by name from the analysing machine's tzdata, and says so;
 - ``/proc/stat`` ``btime`` (boot time, seconds since the epoch; proc(5)) and
   ``/proc/sys/kernel/random/boot_id`` (the journal's ``_BOOT_ID``);
 - ``/proc/sys/kernel/osrelease`` (kernel), ``/etc/os-release`` (os-release(5));
@@ -24,11 +28,12 @@ from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.source import CollectContext, Reading
 from forensics.events import NodeFacts
-from forensics.timeutil import iso_z, tz_from_tzif, parse_iso
+from forensics.timeutil import iso_z, tz_by_name, tz_from_tzif, parse_iso
 
 FILES = [  # (host path, bundle path)
     ("/etc/hostname", "node/hostname"),
     ("/etc/timezone", "node/timezone"),
+    ("/etc/sysconfig/clock", "node/sysconfig-clock"),
     ("/etc/localtime", "node/localtime"),
     ("/etc/machine-id", "node/machine-id"),
     ("/etc/os-release", "node/os-release"),
@@ -54,7 +59,7 @@ def acquire(ctx: CollectContext) -> None:
         w.copy(ctx.root, src, rel, method="copy", limit=1 << 20)
     facts = ctx.node
     facts.hostname = _first_line(ctx, "/etc/hostname")
-    facts.tz_name, facts.tz_basis = _tz_name(ctx)
+    facts.tz_name, facts.tz_source, zone_rules = zone(ctx)
     facts.boot_id = _first_line(ctx, "/proc/sys/kernel/random/boot_id")
     facts.kernel = _first_line(ctx, "/proc/sys/kernel/osrelease")
     try:
@@ -63,12 +68,7 @@ def acquire(ctx: CollectContext) -> None:
         facts.boot_time = iso_z(datetime.fromtimestamp(int(m.group(1)), timezone.utc)) if m else None
     except (OSError, ValueError, OverflowError):  # a btime past year 9999 (a corrupt copy of /proc/stat)
         facts.boot_time = None
-    try:
-        with hostfs.open_regular(ctx.root, "/etc/localtime") as f:
-            zone = tz_from_tzif(f.read(1 << 20))
-        facts.utc_offset = datetime.now(timezone.utc).astimezone(zone).strftime("%z")
-    except (OSError, ValueError):
-        facts.utc_offset = None
+    facts.utc_offset = datetime.now(timezone.utc).astimezone(zone_rules).strftime("%z") if zone_rules else None
     facts.package_versions = _dpkg_versions(ctx)
     facts.systemd_version, facts.systemd_version_basis = _systemd_version(ctx, facts.package_versions)
 
@@ -81,17 +81,76 @@ def _first_line(ctx: CollectContext, path: str) -> str | None:
     return text.splitlines()[0].strip() if text else None
 
 
-def _tz_name(ctx: CollectContext) -> tuple[str | None, str | None]:
+#: a zone name as tzdata spells its keys (``Asia/Tokyo``, ``Etc/GMT+5``, ``America/Argentina/Buenos_Aires``)
+ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)*")
+
+
+def zone(ctx: CollectContext) -> tuple[str | None, str | None, object | None]:
+    """``(IANA name, source sentence, tzinfo)`` of the node's zone, each None when the node did not say.
+
+    Order (what the node itself says): the ``/etc/localtime`` TZif inside the root (its name from the
+    link text, else /etc/timezone, else /etc/sysconfig/clock); the zone name in the ``/etc/localtime``
+    link text when its target is not inside the root (the text is read with readlink on the
+    root-relative path, never followed out); ``/etc/timezone``; ``ZONE=`` of ``/etc/sysconfig/clock``.
+    A name without TZif bytes takes them from the root's ``/usr/share/zoneinfo/NAME`` (stored as
+    ``node/zoneinfo``), else from the collecting machine's tzdata by name (for ``utc_offset`` only:
+    analysis loads it again by name, :func:`facts`). Raises nothing."""
     try:
         target = hostfs.readlink(ctx.root, "/etc/localtime")
     except OSError:
         target = None
-    if target and "zoneinfo/" in target:
-        return target.split("zoneinfo/", 1)[1], f"/etc/localtime -> {target}"
-    name = _first_line(ctx, "/etc/timezone")
-    if name:
-        return name, "/etc/timezone"
-    return None, None
+    linked = _zone_key(target.split("zoneinfo/", 1)[1]) if target and "zoneinfo/" in target else None
+    named = [(n, src) for n, src in ((linked, f"/etc/localtime -> {target}"),
+                                     (_zone_key(_first_line(ctx, "/etc/timezone")), "/etc/timezone"),
+                                     (_sysconfig_zone(ctx), "/etc/sysconfig/clock ZONE=")) if n]
+    name, said = named[0] if named else (None, None)
+    try:
+        with hostfs.open_regular(ctx.root, "/etc/localtime") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        pass  # absent, unreadable, or a link whose target is not inside --root
+    else:
+        try:
+            rules = tz_from_tzif(data, name)
+        except ValueError:  # glibc reads a damaged /etc/localtime as UTC, whatever /etc/timezone says
+            says = f" ({said} says {name})" if said else ""
+            return None, f"/etc/localtime is not a TZif file{says}: zone unknown", None
+        link = f", link -> {target}" if target else ""
+        named_by = f"; name from {said}" if said and not linked else ""
+        return name, f"/etc/localtime (TZif bytes{link}){named_by}", rules
+    if name is None:
+        return None, None, None
+    if linked:
+        said += " (the target is not inside --root: zone name from the link text)"
+    art = ctx.writer.copy(ctx.root, f"/usr/share/zoneinfo/{name}", "node/zoneinfo", limit=1 << 20)
+    if art.status is Status.COLLECTED:
+        try:
+            return name, f"{said}; rules from /usr/share/zoneinfo/{name} inside --root", \
+                tz_from_tzif((ctx.writer.dir / art.path).read_bytes(), name)
+        except (OSError, ValueError):
+            pass
+    try:
+        rules = tz_by_name(name)
+    except ValueError:
+        rules = None
+    return name, f"{said}; no TZif for {name} inside --root", rules
+
+
+def _zone_key(text: str | None) -> str | None:
+    """``text`` as a tzdata key (``posix/`` dropped), or None when it is not one (``..``, spaces, empty)."""
+    text = (text or "").strip()
+    text = text[6:] if text.startswith("posix/") else text
+    return text if ZONE_NAME.fullmatch(text) and ".." not in text else None
+
+
+def _sysconfig_zone(ctx: CollectContext) -> str | None:
+    """``ZONE="America/New_York"`` of /etc/sysconfig/clock (RHEL 6 and its descendants' initscripts)."""
+    try:
+        text = hostfs.read_text(ctx.root, "/etc/sysconfig/clock", limit=4096)
+    except OSError:
+        return None
+    m = re.search(r'^\s*ZONE\s*=\s*"?([^"\n]*)"?\s*$', text, re.M)
+    return _zone_key(m.group(1)) if m else None
 
 
 def _dpkg_versions(ctx: CollectContext) -> dict:
@@ -146,18 +205,31 @@ def _systemd_version(ctx: CollectContext, versions: dict) -> tuple[str | None, s
 def facts(bundle: Bundle) -> NodeFacts:
     """Read the node facts back from the bundle (never from the host).
 
-    The zone comes from the stored ``node/localtime`` TZif bytes; when those are missing the zone is
-    UTC and ``tz_name`` says ``"UTC (node zone unknown)"`` so that nobody mistakes it for the node's.
+    The zone comes from the stored TZif bytes (``node/localtime``, else ``node/zoneinfo``), else from
+    the zone name the node gave (``tz_name``), by name, from the analysing machine's tzdata
+    (``tz_source`` says so). When the node said nothing, the zone is UTC only as a reading convention:
+    ``tz_unknown`` is True and ``tz_name`` says ``"UTC (node zone unknown)"`` so that nobody mistakes it
+    for the node's. Bundles before ``tz_source`` recorded ``tz_basis``: read as the same.
     """
     meta = bundle.manifest.get("node_facts") or {}
     nf = NodeFacts(hostname=bundle.manifest.get("node") or meta.get("hostname"), tz_name=meta.get("tz_name"),
                    boot_id=meta.get("boot_id"), kernel=meta.get("kernel"),
                    systemd_version=meta.get("systemd_version"))
-    p = bundle.path("node/localtime")
-    try:
-        nf.tz = tz_from_tzif(p.read_bytes(), nf.tz_name)
-    except (OSError, ValueError):
-        nf.tz_name = "UTC (node zone unknown)"
+    said = meta.get("tz_source") or meta.get("tz_basis")
+    for rel, what in (("node/localtime", "/etc/localtime (TZif bytes)"), ("node/zoneinfo", "TZif bytes kept")):
+        try:
+            nf.tz = tz_from_tzif(bundle.path(rel).read_bytes(), nf.tz_name)
+        except (OSError, ValueError):
+            continue
+        nf.tz_source = said or what
+        break
+    else:
+        try:
+            nf.tz = tz_by_name(nf.tz_name or "")
+            nf.tz_source = f"{said or 'zone name ' + str(nf.tz_name)}: rules by name from the analysing machine's " \
+                           "tzdata"
+        except ValueError:
+            nf.tz_name, nf.tz_unknown, nf.tz_source = "UTC (node zone unknown)", True, said
     if meta.get("boot_time"):
         nf.boot_time = parse_iso(meta["boot_time"])
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,9 @@ class Event:
     - set by the source's reader: ``dst-fold`` (a zone-less wall time that occurred twice; the first
       is taken), ``dst-gap`` (one that never occurred; shifted forward), ``out-of-order`` (earlier than a
       line above it in the same log), ``unparsed`` (a dated dpkg.log line of no known grammar),
-      ``interrupted`` (an apt stanza with no End-Date), ``forged`` (a ``journal.forged`` line: its writer
+      ``interrupted`` (an apt stanza with no End-Date), ``tz-unknown`` (a zone-less time, dpkg.log, apt
+      history.log or unattended-upgrades, read as UTC because the node's zone is unknown: the true
+      instant lies anywhere within :data:`forensics.timeutil.ZONE_UNCERTAINTY`, ±14 h, of ``at``), ``forged`` (a ``journal.forged`` line: its writer
       claimed to be PID 1 or kubelet, journald's trusted fields say otherwise);
     - set by :func:`forensics.findings.analysis.flag_clock_problems` once every source is read:
       ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
@@ -119,31 +122,49 @@ class Event:
         self.at = self.at.astimezone(timezone.utc)
 
 
+class Hole(NamedTuple):
+    """A period inside a source's span that no stored file holds (UTC, ``start < end``): a rotation
+    missing in the middle, a jump in time longer than the rotation period, a file cut short."""
+
+    start: datetime
+    end: datetime
+    reason: str
+
+
 @dataclass
 class Coverage:
     """The span a source covers (UTC, ``None`` when unknown) and why it ends there.
 
     Becomes a ``gaps[]`` record in analysis.json: outside ``[start, end]`` that source can neither
-    confirm nor exclude anything.
+    confirm nor exclude anything, and neither inside one of its ``holes`` (:class:`Hole`).
+    ``uncertain`` is a sentence when the source's times themselves are uncertain (zone-less times of
+    a node whose zone is unknown): then nothing may be excluded on them; ``None`` when they are not.
     """
 
     source: str
     start: datetime | None
     end: datetime | None
     reason: str
+    holes: tuple[Hole, ...] = ()
+    uncertain: str | None = None
 
 
 @dataclass
 class NodeFacts:
     """What the analysis needs to know about the node, read back from the bundle.
 
-    ``tz`` is a tzinfo built from the node's own ``/etc/localtime`` bytes (never the analysing
-    machine's zone); ``boot_time`` is UTC (``/proc/stat`` btime) or ``None``.
+    ``tz`` is a tzinfo built from the node's own TZif bytes kept in the bundle (``/etc/localtime``, or
+    the root's ``/usr/share/zoneinfo/NAME``), else from the zone name the node gave, by name, with
+    the analysing machine's tzdata; ``tz_source`` says which (None: unknown). ``tz_unknown`` is True
+    when the node showed no zone at all: ``tz`` is then UTC only as a reading convention, and every
+    zone-less time is uncertain by ±14 h. ``boot_time`` is UTC (``/proc/stat`` btime) or ``None``.
     """
 
     hostname: str | None = None
     tz_name: str | None = None
     tz: tzinfo = timezone.utc
+    tz_source: str | None = None
+    tz_unknown: bool = False
     boot_time: datetime | None = None
     boot_id: str | None = None
     kernel: str | None = None

@@ -115,15 +115,16 @@ class HostFacts:
     """What the node collector learnt about the host while acquiring (the manifest's ``node_facts``).
 
     ``hostname`` is the first line of /etc/hostname; ``hostname_override`` the ``--node`` name (set by
-    the pipeline before any collector runs); ``tz_name`` the IANA zone and ``tz_basis`` where it came
-    from; ``boot_time`` ISO UTC (/proc/stat btime); ``utc_offset`` ``"+0900"`` at collection time;
+    the pipeline before any collector runs); ``tz_name`` the IANA zone and ``tz_source`` where it came
+    from (which file said the name, and which TZif gave the rules; bundles before it said ``tz_basis``);
+    ``boot_time`` ISO UTC (/proc/stat btime); ``utc_offset`` ``"+0900"`` at collection time;
     ``package_versions`` ``{dpkg package: version}``; ``systemd_version`` and its ``_basis`` (which
     command or file said so). None: not known."""
 
     hostname_override: str | None = None
     hostname: str | None = None
     tz_name: str | None = None
-    tz_basis: str | None = None
+    tz_source: str | None = None
     boot_id: str | None = None
     kernel: str | None = None
     boot_time: str | None = None

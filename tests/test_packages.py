@@ -151,6 +151,36 @@ def test_rotations_read_oldest_first_with_numeric_order_and_gz_kept_raw(tmp_path
     assert cover(r, "dpkg").reason == "dpkg.log and 11 rotations cover 2026-01-06 .. 2026-01-29"
 
 
+def test_a_missing_rotation_in_the_middle_is_a_hole_in_dpkg_coverage(tmp_path):
+    day = lambda d: f"2026-{d} 10:00:00 upgrade hello:amd64 2.10-2 2.10-3\n"  # noqa: E731
+    files = {"/var/log/dpkg.log": day("04-01"), "/var/log/dpkg.log.1": day("03-01"),
+             "/var/log/dpkg.log.3.gz": gzip.compress(day("01-01").encode()),   # .2.gz (February) is gone
+             "/var/log/dpkg.log.4.gz": gzip.compress(day("01-01").replace("01-01 10", "01-01 09").encode())}
+    r = packages.read(collect(host(tmp_path, files), tmp_path), node())
+    c = cover(r, "dpkg")
+    assert (c.start, c.end and c.end >= utc(2026, 4, 1, 10)) == (utc(2026, 1, 1, 9), True)
+    [hole] = c.holes
+    assert (hole.start, hole.end) == (utc(2026, 1, 1, 10), utc(2026, 3, 1, 10))
+    assert hole.reason == ("no stored file holds dpkg.log lines from 2026-01-01T10:00:00Z to 2026-03-01T10:00:00Z: "
+                           "dpkg.log.2 missing between dpkg.log.3.gz and dpkg.log.1")
+    assert c.uncertain is None and not any(e.flags for e in r.events)
+
+
+def test_an_unknown_zone_flags_every_package_time_and_its_coverage(tmp_path):
+    files = {"/var/log/dpkg.log": "2026-09-02 13:05:11 upgrade hello:amd64 2.10-2 2.10-3\n",
+             "/var/log/apt/history.log": "\nStart-Date: 2026-09-02  13:05:00\nCommandline: apt-get -y upgrade\nUpgrade: hello:amd64 (2.10-2, 2.10-3)\n"
+             "End-Date: 2026-09-02  13:05:20\n"}
+    unknown = NodeFacts(tz_name="UTC (node zone unknown)", tz=timezone.utc, tz_unknown=True)
+    r = packages.read(collect(host(tmp_path, files), tmp_path), unknown)
+    assert sorted((e.source, iso_z(e.at), e.flags) for e in r.events) == [
+        ("apt", "2026-09-02T13:05:00Z", ("tz-unknown",)), ("dpkg", "2026-09-02T13:05:11Z", ("tz-unknown",))]
+    for source in ("dpkg", "apt"):
+        c = cover(r, source)
+        assert c.uncertain == "node time zone unknown: dpkg/apt times uncertain by ±14 h"
+        assert c.reason.endswith("; node time zone unknown: dpkg/apt times uncertain by ±14 h")
+    assert cover(r, "unattended-upgrades").uncertain is None   # nothing collected, nothing to be uncertain about
+
+
 def test_out_of_order_lines_are_flagged_not_reordered(tmp_path):
     rotated = "2026-05-02 10:00:00 install a:amd64 <none> 1\n"
     current = ("2026-05-03 10:00:00 install b:amd64 <none> 1\n"

@@ -26,8 +26,9 @@ CALLER_RE = re.compile(r"^(Reloading|Reload|Reexecuting|Reexecution) requested f
                        r"(?: \('([^']*)'\))?(?: \(unit ([^)]+)\))?\.\.\.$")
 SIGHUP_RE = re.compile(r"^Received SIGHUP from PID (\d{1,10})(?: \(([^)]*)\))?\.$")
 FINISHED_RE = re.compile(r"^Reloading finished in (\d{1,15}) ms\.$")
-#: v246+ "systemd 255.4-1ubuntu8 running in system mode (+PAM ...)"; v245 and older add a period
-BANNER_RE = re.compile(r"^systemd (\S+) running in system mode(?:\.)?(?: \(|$)")
+#: v246+ "systemd 255.4-1ubuntu8 running in system mode (+PAM ...)"; v245 and older add a period; RHEL puts
+#: the package version in parentheses: "systemd 239 (239-58.el8) running in system mode. (+PAM ...)"
+BANNER_RE = re.compile(r"^systemd (\S+)(?: \(([^()\s]+)\))? running in system mode(?:\.)?(?: \(|$)")
 RELOAD_LINES = ("Reloading.", "Reloading...")  # main.c: <= 253.1 / 253.2+
 REEXEC_LINE = "Reexecuting."
 
@@ -142,7 +143,7 @@ def manager_line(message: str) -> dict | None:
         return {"kind": "sighup", "pid": int(m.group(1)), "comm": m.group(2)}
     m = BANNER_RE.match(message)
     if m:
-        return {"kind": "banner", "version": m.group(1)}
+        return {"kind": "banner", "version": m.group(2) or m.group(1)}
     return None
 
 

@@ -26,7 +26,7 @@ import fnmatch
 import gzip
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import PurePosixPath
 
@@ -37,9 +37,10 @@ from forensics.bundle import Bundle
 from forensics.source import CollectContext
 from forensics.events import Coverage, Event, NodeFacts
 from forensics.source import Reading
-from forensics.timeutil import iso_z, parse_iso
+from forensics.timeutil import ZONE_UNKNOWN_NOTE, iso_z, parse_iso
 
 from . import parse as pp
+from . import rotation as pr
 from .events import _apt_events, _dpkg_events, _uu_events
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
@@ -80,26 +81,45 @@ def acquire(ctx: CollectContext) -> None:
     Raises nothing for a missing, unreadable or odd host file (those become manifest records)."""
     w = ctx.writer
     redact = ctx.redact
+    rotation: dict[str, dict] = {}
 
-    def copy(log: _Log, name: str) -> None:  # records absent/unreadable itself
+    def copy(log: _Log, name: str, copied: dict) -> None:  # records absent/unreadable itself
         # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password
         scrub = redact_copy(name) if redact and log is not DPKG else None
-        w.copy(ctx.root, f"{log.dir}/{name}", f"{log.rel}/{name}", transform=scrub)
+        path = f"{log.dir}/{name}"
+        copied[name] = pr.identify(ctx.root, path)
+        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub)
+        ctx.log(f"packages: copied {path}")  # a progress note; tests rotate the logs here, as logrotate would
 
-    for log in (DPKG, APT):
-        names = ctx.listdir(log.dir, record_absent=False)
-        copy(log, log.base)
-        for name in names or ():
-            if name != log.base and pp.rotation_key(name, log.base):
-                copy(log, name)
-    names = ctx.listdir(UU.dir)
-    if names is not None:
-        if UU.base not in names:
-            copy(UU, UU.base)
-        for name in names:
-            if fnmatch.fnmatchcase(name, "*.log*"):
-                copy(UU, name)
+    listed = []
+    for log in (DPKG, APT, UU):
+        wanted = _wanted(log)
+        names = ctx.listdir(log.dir, record_absent=log is UU)
+        copied: dict = {}
+        if names is not None or log is not UU:
+            copy(log, log.base, copied)
+            for name in sorted((n for n in names or () if wanted(n) and n != log.base), key=_key(log)):
+                copy(log, name, copied)
+            listed.append((log, [n for n in names or () if wanted(n)], copied))
     _scan_units(ctx)
+    for log, first, copied in listed:  # logrotate may have run meanwhile: list again, match by identity
+        rotation[log.source] = pr.reconcile(ctx, log.source, log.dir, first, copied, _wanted(log),
+                                            lambda n, log=log, c=copied: copy(log, n, c), _key(log))
+    w.write_json(pr.REPORT, rotation, source=", ".join(f"{log.dir}/" for log in (DPKG, APT, UU)), method="listdir",
+                 notes=("each directory listed before and after its files were copied "
+                        "(collectors/packages/rotation.py)",))
+
+
+def _wanted(log: _Log):
+    """Which names of ``log.dir`` belong to ``log``: its rotations (unattended-upgrades: every ``*.log*``)."""
+    if log is UU:
+        return lambda n: fnmatch.fnmatchcase(n, "*.log*")
+    return lambda n: bool(pp.rotation_key(n, log.base))
+
+
+def _key(log: _Log):
+    """Sort key of ``log``'s names, oldest rotation first (other unattended-upgrades logs by name)."""
+    return lambda n: pp.rotation_key(n, log.base) or (3, n, 0)
 
 
 def redact_copy(name: str):
@@ -206,28 +226,47 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``package.transaction`` (one per history.log stanza) and ``package.unattended-run`` (one per
     unattended-upgrades run) events in file order (oldest rotation first), one :class:`Coverage`
     per source (``dpkg``, ``apt``, ``unattended-upgrades``; UTC, ``None`` when the source is
-    missing; up to the collection when the current file was collected, :func:`still_written`), facts ``packages_last_change`` (package -> ISO UTC of its last install, upgrade,
-    removal or purge in dpkg.log), ``package_event_counts`` and ``packages_with_unit_scripts``,
+    missing; up to the collection when the current file was collected, :func:`still_written`; its
+    ``holes`` the periods no stored file holds, :func:`collectors.packages.rotation.holes`; a copy a
+    rotation during collection duplicated, ``packages/rotation.json``, is skipped), facts
+    ``packages_last_change`` (package -> ISO UTC of its last install, upgrade, removal or purge in
+    dpkg.log), ``package_event_counts`` and ``packages_with_unit_scripts``,
     and ``problems`` for every unreadable file or line. ``ships_units`` (dpkg: bool; apt: list of
-    package names) is ``None`` when the bundle has no ``packages/units.json`` to say. Raises
-    nothing for bad file contents.
+    package names) is ``None`` when the bundle has no ``packages/units.json`` to say. When the node's
+    zone is unknown (``node.tz_unknown``) every event is flagged ``tz-unknown`` and each coverage's
+    ``uncertain`` is :data:`forensics.timeutil.ZONE_UNKNOWN_NOTE`: the times are read as UTC, ±14 h.
+    Raises nothing for bad file contents.
     """
     reading = Reading()
     units = _load_units(bundle, reading.problems)
     counts, last_change = {}, {}
+    zone_note = ZONE_UNKNOWN_NOTE if node.tz_unknown else None
     for log, reader in ((DPKG, _dpkg_events), (APT, _apt_events), (UU, _uu_events)):
-        span = _Span()
-        files = _stored(bundle, log)
+        span, spans = _Span(), []
+        rotated = pr.load(bundle, log.source, reading.problems)
+        files = [a for a in _stored(bundle, log) if PurePosixPath(a.path).name not in (rotated.get("duplicates") or {})]
         for art in files:
+            one = pr.FileSpan(PurePosixPath(art.path).name, cut=art.status is Status.TRUNCATED)
             for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems):
+                if zone_note:
+                    ev.flags = ev.flags + ("tz-unknown",)
                 span.add(ev, end)
+                one.first = ev.at if one.first is None else min(one.first, ev.at)
+                one.last = max(x for x in (one.last, ev.at, end) if x is not None)
                 reading.events.append(ev)
                 a = ev.attrs
                 if log is DPKG and a["action"] in CHANGE_ACTIONS:
                     name = pp.package_name(a["package"])
                     if name not in last_change or ev.at >= last_change[name]:
                         last_change[name] = ev.at
-        reading.coverage.append(still_written(_coverage(bundle, log, files, span, node), bundle.manifest))
+            spans.append(one)
+        cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
+        cov.reason += pr.note(rotated)
+        cov.holes = tuple(pr.holes(spans, log.base, cov.end))
+        cov.uncertain = zone_note if cov.start else None
+        if cov.uncertain:
+            cov.reason += f"; {zone_note}"
+        reading.coverage.append(cov)
         counts[log.source] = span.count
     reading.facts = {"packages_last_change": {k: iso_z(v) for k, v in sorted(last_change.items())},
                      "package_event_counts": counts,
@@ -244,8 +283,8 @@ def still_written(cov: Coverage, manifest: dict) -> Coverage:
             a.get("source") == path and a.get("status") == "collected" for a in manifest.get("artifacts", []))):
         return cov
     at = parse_iso(collected)
-    return Coverage(cov.source, cov.start, max(cov.end or at, at),
-                    cov.reason + "; the log was still being written at collection")
+    return replace(cov, end=max(cov.end or at, at),
+                   reason=cov.reason + "; the log was still being written at collection")
 
 
 def _stored(bundle: Bundle, log: _Log) -> list:

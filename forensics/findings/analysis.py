@@ -262,6 +262,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "timezone": {"name": nf.tz_name, "utc_offset": (m.get("timezone") or {}).get("utc_offset")},
         "node_facts": {"boot_time": iso_z(nf.boot_time), "boot_id": nf.boot_id, "kernel": nf.kernel,
                        "os": nf.os_release.get("PRETTY_NAME"), "systemd_version": nf.systemd_version,
+                       "tz_source": nf.tz_source,
                        "systemd_version_basis": (m.get("node_facts") or {}).get("systemd_version_basis")
                        or facts.get("systemd_version_basis"),
                        "package_versions": facts.get("package_versions", {})},
@@ -277,7 +278,9 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "exposure": exposed,
         "metrics": _metrics_summary(facts.get("metrics")),
         "kube": _kube_summary(facts.get("kube")),
-        "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason}
+        "gaps": [{"source": c.source, "covers": {"start": iso_z(c.start), "end": iso_z(c.end)}, "reason": c.reason,
+                  **({"holes": [{"start": iso_z(h.start), "end": iso_z(h.end), "reason": h.reason} for h in c.holes]}
+                     if c.holes else {}), **({"uncertain": c.uncertain} if c.uncertain else {})}
                  for c in cov.values()],
         "problems": problems,
         **_red_flags(events, tz),

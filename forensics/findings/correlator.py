@@ -8,13 +8,13 @@ manifest's ``--incident`` windows), so the same bundle always gives the same fin
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from datetime import timezone, tzinfo
+from datetime import timedelta, timezone, tzinfo
 
 from . import openers, verdicts
 from .openers import Incident, Signs
 from .verdicts import Evidence, Window
 from ..events import Coverage, Event
-from ..timeutil import iso_z, parse_iso
+from ..timeutil import ZONE_UNCERTAINTY, iso_z, parse_iso
 
 __all__ = ["Incident", "correlate", "incidents_from", "window_text"]
 
@@ -49,11 +49,13 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], pre
     ordered = all(a <= b for a, b in zip(times, times[1:]))
     boots = [e for e in events if e.kind == "journal.boot"]
     node = manifest.get("node_facts") or {}
+    # a zone-less time of a node whose zone is unknown may lie ±14 h away: such rules look that far
+    wide = ZONE_UNCERTAINTY if any(c.uncertain for c in cov.values()) else timedelta(0)
     for inc in incidents:
         near = events
         if ordered:  # the rules look at the window, and for a reload's requester a little before and after it
-            lo = bisect_left(times, inc.start - verdicts.REQUESTER_LOOKBACK)
-            near = events[lo:bisect_right(times, inc.end + verdicts.REQUESTER_LOOKAHEAD, lo)]
+            lo = bisect_left(times, inc.start - max(verdicts.REQUESTER_LOOKBACK, wide))
+            near = events[lo:bisect_right(times, inc.end + max(verdicts.REQUESTER_LOOKAHEAD, wide), lo)]
         evidence = Evidence(near, cov, preconditions, node, boots, basis or {})
         inc.causes = [rule(Window(inc.start, inc.end), evidence) for rule in verdicts.RULES.values()]
     return incidents, cov

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Callable, NamedTuple
 
 from ..events import Coverage, Event
-from ..timeutil import human, iso_z
+from ..timeutil import ZONE_UNCERTAINTY, ZONE_UNKNOWN_NOTE, human, iso_z
 from .requester import REQUESTER_LOOKAHEAD, REQUESTER_LOOKBACK, cite, describe_requester, requester
 
 __all__ = ["CONFIRMED", "INFERRED", "EXCLUDED", "UNDETERMINED", "Cause", "Window", "Evidence", "RULES", "TITLES",
@@ -85,8 +85,14 @@ def _in(events: list[Event], kind: str, start: datetime, end: datetime) -> list[
 
 
 def covers(cov: Coverage | None, start: datetime, end: datetime) -> bool:
-    """True when the source's span holds the whole window."""
-    return bool(cov and cov.start and cov.end and cov.start <= start and cov.end >= end)
+    """True when the source's span holds the whole window and none of its holes
+    (:attr:`~forensics.events.Coverage.holes`) overlaps it."""
+    return bool(cov and cov.start and cov.end and cov.start <= start and cov.end >= end
+                and not _holes_in(cov, start, end))
+
+
+def _holes_in(cov: Coverage, start: datetime, end: datetime) -> list:
+    return [h for h in cov.holes if h.start < end and h.end > start]
 
 
 def gap_sentence(name: str, cov: Coverage | None, start: datetime, end: datetime) -> str | None:
@@ -97,6 +103,8 @@ def gap_sentence(name: str, cov: Coverage | None, start: datetime, end: datetime
         return f"{name} holds data from {iso_z(cov.start)} only; the window starts {iso_z(start)} ({cov.reason})"
     if cov.end and cov.end < end:
         return f"{name} ends {iso_z(cov.end)}; the window ends {iso_z(end)}"
+    if holes := _holes_in(cov, start, end):
+        return f"{name} has a hole in the window: " + "; ".join(h.reason for h in holes)
     return None
 
 
@@ -178,32 +186,56 @@ def package_transaction(window: Window, ev: Evidence) -> Cause:
     """A package transaction (apt stanza, dpkg action, unattended-upgrades run) inside the window.
 
     confirmed: dpkg.log, apt history.log or the unattended-upgrades log shows one inside it (a
-    dpkg ``startup`` line alone is none); excluded: dpkg.log or history.log covers the whole window
-    and shows none; undetermined: no package log covers it. Never inferred: package logs are the only
-    witness, so without them nothing points either way.
+    dpkg ``startup`` line alone is none), its time read in the node's known zone; inferred: one lies
+    within :data:`~forensics.timeutil.ZONE_UNCERTAINTY` (±14 h) of the window while the node's zone is
+    unknown (events flagged ``tz-unknown``): inside the widened window, never confirmed on time alone;
+    excluded: dpkg.log or history.log covers the whole window with no hole in it
+    (:func:`covers`), its times are certain, and it shows none; undetermined: no package log covers it,
+    or the only counter-evidence is zone-less times of a node whose zone is unknown (``uncertain``
+    coverage: the gap says so). Without a package log nothing points either way.
     """
     (start, end), events, cov = window, ev.events, ev.coverage
     kinds = ("package.transaction", "package.dpkg-action", "package.unattended-run")
-    hits = [e for e in events if e.kind in kinds and start <= e.at <= end
+    pad = ZONE_UNCERTAINTY
+    near = [e for e in events if e.kind in kinds and start - pad <= e.at <= end + pad
             and not (e.kind == "package.dpkg-action" and e.attrs.get("action") == "startup")]
+    hits = [e for e in near if "tz-unknown" not in e.flags and start <= e.at <= end]
+    loose = [e for e in near if "tz-unknown" in e.flags]
     names = [n for n in ("dpkg", "apt", "unattended-upgrades") if n in cov]
     covering = [n for n in ("dpkg", "apt") if covers(cov.get(n), start, end)]
     gaps = [g for n in names if (g := gap_sentence(n, cov.get(n), start, end))]
+    zone = sorted({c.uncertain for n in names if (c := cov.get(n)) and c.uncertain})
+    gaps += zone
     if hits:
         first = hits[0]
-        units = sorted({p for e in hits for p in (e.attrs.get("ships_units") if isinstance(e.attrs.get("ships_units"), list)
-                                                  else ([e.attrs.get("package")] if e.attrs.get("ships_units") else []))})
-        tail = (f" Packages with systemd units changed ({', '.join(units[:5])}); their maintainer scripts run "
-                "`systemctl daemon-reload`.") if units else ""
         return Cause("package-transaction", CONFIRMED, f"{len(hits)} package log entries fall inside the window, the "
-                     f"first at {iso_z(first.at)}: {first.summary}.{tail}", at=first.at,
+                     f"first at {iso_z(first.at)}: {first.summary}.{_ships(hits)}", at=first.at,
                      evidence=[cite(e) for e in hits[:20]], gaps=gaps)
-    if covering:
+    if loose:
+        first = loose[0]
+        return Cause("package-transaction", INFERRED, f"{len(loose)} package log entries lie within ±14 h of the "
+                     f"window, the first read as {iso_z(first.at)}: {first.summary}. The node's time zone is unknown, "
+                     "so these zone-less times may fall inside the window or not; nothing else dates them."
+                     f"{_ships(loose)}", at=first.at, evidence=[cite(e) for e in loose[:20]],
+                     gaps=gaps or [ZONE_UNKNOWN_NOTE])
+    if covering and not any(cov[n].uncertain for n in covering):
         spans = "; ".join(f"{n} from {iso_z(cov[n].start)}" for n in covering)
         return Cause("package-transaction", EXCLUDED, f"Package history covers the whole window ({spans}) and "
                      "records no install, upgrade or removal inside it.", gaps=gaps)
+    if covering:
+        return Cause("package-transaction", UNDETERMINED, "Package history records no install, upgrade or removal "
+                     "within ±14 h of the window, but its times carry no zone and the node's time zone is unknown, "
+                     "so it cannot rule one out.", gaps=gaps)
     return Cause("package-transaction", UNDETERMINED, "No package log covers the window, so a transaction inside it "
                  "can be neither shown nor ruled out.", gaps=gaps or ["no dpkg or apt history in the bundle"])
+
+
+def _ships(hits: list[Event]) -> str:
+    """The sentence naming the packages with systemd units among ``hits``, or ``""``."""
+    units = sorted({p for e in hits for p in (e.attrs.get("ships_units") if isinstance(e.attrs.get("ships_units"), list)
+                                              else ([e.attrs.get("package")] if e.attrs.get("ships_units") else []))})
+    return (f" Packages with systemd units changed ({', '.join(units[:5])}); their maintainer scripts run "
+            "`systemctl daemon-reload`.") if units else ""
 
 
 def reboot(window: Window, ev: Evidence) -> Cause:

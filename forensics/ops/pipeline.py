@@ -80,7 +80,7 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
     writer.meta.update({
         "node": ctx.node.name,
         "node_facts": ctx.node.manifest(),
-        "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset},
+        "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset, "source": ctx.node.tz_source},
         "boot_time": ctx.node.boot_time,
         "collection": {"start": iso_z(started), "end": iso_z(datetime.now(timezone.utc)),
                        "root": str(root), "collector_host": platform.node(), "euid": os.geteuid()},
@@ -99,7 +99,8 @@ def read_all(bundle: Bundle) -> Readings:
     merge what they give: the events sorted by time (stable: a source's own order is kept for equal
     times), the coverage, the facts (a later collector's key replaces an earlier one's) and the
     problems. A collector that raises becomes a problem (``{"artifact": its name, "message"}``), not a
-    crash, and so is a fact key not declared in :class:`forensics.source.Facts` (left out). Node facts lacking the systemd version take the one a reading found (``systemd_version``)."""
+    crash, and so is a fact key not declared in :class:`forensics.source.Facts` (left out). Node facts lacking the systemd version take the one a reading found (``systemd_version``), and so do
+    the runtime facts' ``versions`` (the /dev/char rule of findings/exposure reads them there)."""
     from collectors import COLLECTORS, node as node_collector
 
     out = Readings(node_collector.facts(bundle))
@@ -119,6 +120,11 @@ def read_all(bundle: Bundle) -> Readings:
         out.problems.extend(r.problems)
     if not out.node.systemd_version and out.facts.get("systemd_version"):
         out.node.systemd_version = out.facts["systemd_version"]
+    versions = (out.facts.get("runtime") or {}).get("versions")
+    if isinstance(versions, dict) and not (versions.get("systemd") or {}).get("version") and out.node.systemd_version:
+        # runtime_config is read before the journal, whose start-up banner may be the only witness (RHEL)
+        versions["systemd"] = {"version": out.node.systemd_version,
+                               "basis": out.facts.get("systemd_version_basis") or "node facts"}
     out.events.sort(key=attrgetter("at"))
     return out
 
