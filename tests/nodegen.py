@@ -24,7 +24,8 @@ Engines and their layouts (../shared/research/stacks.md §6 Docker, §7 CRI-O, �
 - ``runc``: ``runc --root /run/custom-runc --systemd-cgroup run --bundle /srv/jobs/<name> <id>`` kept in
   the foreground by a unit (its command line is the live evidence of the root), scope ``runc-<id>.scope``.
 
-The roots themselves are :data:`ROOTS` (one dict each, with the public report it is drawn from);
+Each story (container creation, the reload, the incident window) happens in the seconds before the root is
+collected (:func:`story_times`). The roots themselves are :data:`ROOTS` (one dict each, with the public report it is drawn from);
 :func:`make_root` builds one. The expectations are tests/test_matrix.py's, written by hand.
 Needs root (character device nodes) and systemd-journal-remote.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -76,9 +78,21 @@ DISTROS = {
                                "-XZ -ZLIB -ZSTD -BPF_FRAMEWORK -XKBCOMMON +UTMP -SYSVINIT default-hierarchy=unified)"},
 }
 
-T0 = datetime(2026, 10, 20, 3, 14, 7, 250000, tzinfo=timezone.utc)  #: the reload on every node that has one
-CREATED = datetime(2026, 10, 12, 8, 0, tzinfo=timezone.utc)          #: GPU containers: before the reload
-WINDOW = (T0 - timedelta(minutes=30), T0 + timedelta(minutes=20))    #: the --incident window of broken nodes
+
+
+def story_times(start: datetime) -> dict:
+    """The times of one root's story, from ``start`` (when :func:`make_root` begins), in the order a node
+    lives them before it is collected: ``created`` (the GPU containers: 2 s later, so that the device nodes
+    the generator makes are not later than runc's ``created``, which runc takes after the prestart hooks
+    ran), ``t0`` (the reload, 2 s after that), ``window`` (the --incident window around it) and ``ready``
+    (the last journal line is before it; :func:`make_root` returns once it has passed, so the collection
+    starts after everything it reads happened)."""
+    created = start.replace(microsecond=0) + timedelta(seconds=3)   # whole seconds: --incident takes no fraction
+    t0 = created + timedelta(seconds=2, microseconds=250000)
+    return {"created": created, "t0": t0, "window": (created + timedelta(seconds=1), created + timedelta(seconds=4)),
+            "ready": created + timedelta(seconds=5)}
+
+
 GPUS = [("/dev/nvidia0", 195, 0), ("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 508, 0)]  #: one GPU by UUID
 GPUS_ALL = [(f"/dev/{n}", M, m) for n, M, m in F.HOST_GPU]     #: NVIDIA_VISIBLE_DEVICES=all: every host node
 CUSTOM_RUNC_ROOT = "/run/custom-runc"
@@ -184,13 +198,16 @@ def _pid1_unit(at: datetime, message: str, unit: str) -> dict:
     return {**F._pid1(at, message, "unit_log_success", 5823), "UNIT": unit}
 
 
-def journal_entries(r: dict) -> list[dict]:
-    """PID 1's banner at boot, background lines around the window, and the root's reload story."""
+def journal_entries(r: dict, t: dict) -> list[dict]:
+    """PID 1's banner at boot, background lines around the window, and the root's reload story
+    (``t``: :func:`story_times`)."""
+    T0 = t["t0"]
     d = DISTROS[r["distro"]]
     boot = datetime.fromtimestamp(F.BOOT_US / 1e6, timezone.utc)
     out = [F._pid1(boot + timedelta(seconds=2), d["banner"], "main", 2950)]
-    for h in (-26, -6, -2, 2, 6, 30):   # the journal covers the whole window on every node
-        out.append(F._unit_line(T0 + timedelta(hours=h, minutes=7), "cron.service", "CRON", 4000 + h,
+    for m in (-1560, -360, -120, -5, 2.3):   # minutes before, then seconds after: the journal covers the window
+        at = T0 + (timedelta(minutes=m) if m < 0 else timedelta(seconds=m))
+        out.append(F._unit_line(at, "cron.service", "CRON", 4000 + int(abs(m)) % 997,
                                 "pam_unix(cron:session): session opened for user root(uid=0) by (uid=0)"))
     story = r["reload"]
     if story is None:
@@ -341,7 +358,7 @@ def layout(r: dict, c: str, uid: str) -> dict:
     raise ValueError(e)
 
 
-def container(root: Path, r: dict, name: str, *, pod: str | None, pod_ns: str | None, image: str, env: dict,
+def container(root: Path, r: dict, t: dict, name: str, *, pod: str | None, pod_ns: str | None, image: str, env: dict,
               gpu: list, pid: int, mounts: list | None = None) -> str:
     """One container's on-disk state (``gpu``: the GPU nodes inside it; injected as ``r["inject"]`` says).
     Returns its id."""
@@ -390,7 +407,7 @@ def container(root: Path, r: dict, name: str, *, pod: str | None, pod_ns: str | 
     cg_dir = f"/sys/fs/cgroup/devices/{lay['cgroup_rel']}" if r["cgroup"] == 1 else f"/sys/fs/cgroup/{lay['cgroup_rel']}"
     paths = {"devices": cg_dir, "memory": cg_dir.replace("/devices/", "/memory/")} if r["cgroup"] == 1 else {"": cg_dir}
     state = {"id": c, "init_process_pid": pid, "init_process_start": start,
-             "created": CREATED.strftime("%Y-%m-%dT%H:%M:%S.123456789Z"),
+             "created": t["created"].strftime("%Y-%m-%dT%H:%M:%S.123456789Z"),
              "config": {"cgroups": {"Systemd": systemd, "devices": F._rules(spec_gpu)},
                         "labels": [f"bundle={lay['bundle']}"]},
              "cgroup_paths": paths}
@@ -424,43 +441,45 @@ def container(root: Path, r: dict, name: str, *, pod: str | None, pod_ns: str | 
     return c
 
 
-def containers(root: Path, r: dict) -> dict[str, str]:
+def containers(root: Path, r: dict, t: dict) -> dict[str, str]:
     """The root's containers: ``{name: id}`` (names: ``plugin``, ``trainer``, ``sidecar``, ``train``)."""
     kind = r["plugin"]
     out = {}
     if r["engine"] == "runc":
-        out["train"] = container(root, r, "train", pod=None, pod_ns=None, image="", pid=5301, gpu=GPUS_ALL,
+        out["train"] = container(root, r, t, "train", pod=None, pod_ns=None, image="", pid=5301, gpu=GPUS_ALL,
                                  env={"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
         return out
     if r["engine"].startswith("docker"):
-        out["trainer"] = container(root, r, "trainer", pod=None, pod_ns=None, image="nvcr.io/nvidia/pytorch:24.08-py3",
+        out["trainer"] = container(root, r, t, "trainer", pod=None, pod_ns=None, image="nvcr.io/nvidia/pytorch:24.08-py3",
                                    pid=5201, gpu=GPUS,
                                    env={"NVIDIA_VISIBLE_DEVICES": "GPU-8d0b4e66-1b7a-4b9f-a1c3-0000000a11ce",
                                         "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"})
-        out["sidecar"] = container(root, r, "sidecar", pod=None, pod_ns=None, image="docker.io/library/redis:7",
+        out["sidecar"] = container(root, r, t, "sidecar", pod=None, pod_ns=None, image="docker.io/library/redis:7",
                                    pid=6301, gpu=[], env={})
         return out
     plugin = PLUGIN_POD.get(kind.split("-")[0])
     if plugin:
         ns, pod, name, image = plugin
-        out["plugin"] = container(root, r, name, pod=pod, pod_ns=ns, image=image, pid=4101, gpu=GPUS_ALL,
+        out["plugin"] = container(root, r, t, name, pod=pod, pod_ns=ns, image=image, pid=4101, gpu=GPUS_ALL,
                                   mounts=[F.PLUGIN_MOUNT], env=PLUGIN_ENV[kind])
     trainer_env = {"NVIDIA_VISIBLE_DEVICES": "GPU-8d0b4e66-1b7a-4b9f-a1c3-0000000b0b0b",
                    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
     if kind == "hami":
         trainer_env.update({"CUDA_DEVICE_MEMORY_LIMIT_0": "10240m", "CUDA_DEVICE_SM_LIMIT": "50"})
-    out["trainer"] = container(root, r, "trainer", pod="trainer-0", pod_ns="ml", image="nvcr.io/nvidia/pytorch:24.08-py3",
+    out["trainer"] = container(root, r, t, "trainer", pod="trainer-0", pod_ns="ml", image="nvcr.io/nvidia/pytorch:24.08-py3",
                                pid=5201, gpu=GPUS, env=trainer_env)
-    out["sidecar"] = container(root, r, "log-shipper", pod="trainer-0", pod_ns="ml",
+    out["sidecar"] = container(root, r, t, "log-shipper", pod="trainer-0", pod_ns="ml",
                                image="docker.io/fluent/fluent-bit:3.1", pid=6301, gpu=[], env={})
     return out
 
 
 # -- one node --------------------------------------------------------------------------------------
-def make_root(root: Path, r: dict) -> dict[str, str]:
+def make_root(root: Path, r: dict) -> tuple[dict[str, str], dict]:
     """Build the host root of matrix root ``r`` (an item of :data:`ROOTS`) at ``root``; returns its
-    containers ``{name: id}``."""
+    containers ``{name: id}`` and its :func:`story_times`, once the story's last moment has passed (about
+    6 s after the call)."""
     import hashlib
+    t = story_times(datetime.now(timezone.utc))
     d = DISTROS[r["distro"]]
     root.mkdir(parents=True, exist_ok=True)
     (root / "run").mkdir(exist_ok=True)
@@ -496,13 +515,18 @@ def make_root(root: Path, r: dict) -> dict[str, str]:
     else:
         F._w(root / "sys/fs/cgroup/devices/devices.list", "a *:* rwm\n")
     engine_files(root, r)
-    F.write_journal(root, host, machine_id, f"{boot}", journal_entries(r), [])
-    return containers(root, r)
+    names = containers(root, r, t)
+    F.write_journal(root, host, machine_id, f"{boot}", journal_entries(r, t), [])
+    wait = (t["ready"] - datetime.now(timezone.utc)).total_seconds()
+    if wait > 0:
+        time.sleep(wait)
+    return names, t
 
 
-def incident_arg() -> str:
-    """The ``--incident`` value of every root whose table entry says ``incident``."""
-    return f"{WINDOW[0].strftime('%Y-%m-%dT%H:%M:%SZ')}..{WINDOW[1].strftime('%Y-%m-%dT%H:%M:%SZ')}=gpu-lost"
+def incident_arg(t: dict) -> str:
+    """The ``--incident`` value (``t``: :func:`story_times`) of every root whose table entry says ``incident``."""
+    w = t["window"]
+    return f"{w[0].strftime('%Y-%m-%dT%H:%M:%SZ')}..{w[1].strftime('%Y-%m-%dT%H:%M:%SZ')}=gpu-lost"
 
 
 if __name__ == "__main__":
@@ -510,4 +534,5 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in BY_ID:
         print(__doc__ + "\nUsage: python3 tests/nodegen.py ROOT_ID OUT_DIR\n  " + "\n  ".join(BY_ID))
         sys.exit(2)
-    print(json.dumps(make_root(Path(sys.argv[2]), BY_ID[sys.argv[1]]), indent=1))
+    names, t = make_root(Path(sys.argv[2]), BY_ID[sys.argv[1]])
+    print(json.dumps({"containers": names, "incident": incident_arg(t)}, indent=1))
