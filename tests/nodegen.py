@@ -57,7 +57,7 @@ DISTROS = {
     # the banner the issue quotes: the version in parentheses and a period before the flags (v239 era)
     "rhel8": {"os": 'NAME="Red Hat Enterprise Linux"\nVERSION="8.6 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
                     'VERSION_ID="8.6"\nPRETTY_NAME="Red Hat Enterprise Linux 8.6 (Ootpa)"\n',
-              "systemd": "239", "reload": "plain", "dpkg": False,
+              "systemd": "239-58.el8", "reload": "plain", "dpkg": False,
               "banner": "systemd 239 (239-58.el8) running in system mode. (+PAM +AUDIT +SELINUX +IMA -APPARMOR +SMACK "
                         "+SYSVINIT +UTMP +LIBCRYPTSETUP +GCRYPT +GNUTLS +ACL +XZ +LZ4 +SECCOMP +BLKID +ELFUTILS +KMOD "
                         "+IDN2 -IDN +PCRE2 default-hierarchy=legacy)"},

@@ -69,7 +69,7 @@ EXPECTED = {
                        "sidecar": NOGPU},
         "forbid": ("/etc/containerd/config.toml",), "require": ("config.toml.tmpl",)},
     "docker-v1-rhel8-gpus": {          # dockerd's containerd disables CRI: the reload must not be excluded
-        "reload": "confirmed", "headline": "confirmed", "systemd_version": "239",
+        "reload": "confirmed", "headline": "confirmed", "systemd_version": "239-58.el8",
         "stack": {"engine": "docker", "device_plugin": None, "driver_root": "/"},
         "containers": {"trainer": _row("hook", True, True, "devices.list", engine="docker"),
                        "sidecar": {**NOGPU, "engine": "docker"}},
@@ -81,7 +81,7 @@ EXPECTED = {
                        "sidecar": {**NOGPU, "engine": "docker"}},
         "forbid": CRI_SNIPPET + (CDI_MODE, "kubectl", "helm"), "require": ()},
     "crio-v1-operator-rhel8": {        # GPUs in the spec too, but systemd 239 < 240 and no /dev/char links
-        "reload": "confirmed", "headline": "confirmed", "systemd_version": "239",
+        "reload": "confirmed", "headline": "confirmed", "systemd_version": "239-58.el8",
         "stack": {"engine": "crio", "device_plugin": "operator", "driver_root": "/run/nvidia/driver"},
         "containers": {"plugin": _row(None, True, True, "devices.list", engine="crio"),
                        "trainer": _row(None, True, True, "devices.list", engine="crio"),
