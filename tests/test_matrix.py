@@ -8,8 +8,8 @@ What each root is asserted on, from the contracts only (keys and verdict names, 
 - the headline: confirmed / inferred / undetermined / none, never ``none`` (green) on a broken node;
 - each container: the engine that runs it (record.json ``engine``), its injection, ``at_risk``,
   ``broken`` with ``broken_basis``, the cgroup driver with ``cgroup_driver_basis``; no unknown spec;
-- the stack recognised (``exposure.stack``: engine, device plugin, driver root) and the remedies: every
-  one names that stack, and none advises what breaks this node (containerd's CRI snippet on CRI-O or
+- the stack recognised (``exposure.stack``: engine, device plugin, driver root; its engine says ``k3s``
+  where the record's says ``containerd``) and the remedies: every one names that stack (or is stack-neutral), and none advises what breaks this node (containerd's CRI snippet on CRI-O or
   Docker, the toolkit's CDI mode while containers of CRI-O's hooks.d or Docker's ``--gpus`` use the
   standalone hook, another chart's values, Helm on Bottlerocket, ``/etc/containerd`` on k3s);
 - the systemd version the node facts give (the RHEL 8 banner included).
@@ -64,10 +64,11 @@ EXPECTED = {
         "forbid": ("nvidiaDriverRoot",) + NVDP_VALUES, "require": ()},
     "k3s-v2-nvdp-debian12": {
         "reload": "confirmed", "headline": "confirmed", "systemd_version": "252.30-1~deb12u2",
-        "stack": {"engine": "containerd", "device_plugin": "nvidia", "driver_root": "/"},
+        "stack": {"engine": "k3s", "device_plugin": "nvidia", "driver_root": "/"},   # record engine: containerd
         "containers": {"plugin": _row("hook", True, True, "inferred"), "trainer": _row("hook", True, True, "inferred"),
                        "sidecar": NOGPU},
-        "forbid": ("/etc/containerd/config.toml",), "require": ("config.toml.tmpl",)},
+        "forbid": (" /etc/containerd/config.toml", "=/etc/containerd/config.toml"),   # the host path, not k3s's
+        "require": ("config.toml.tmpl",)},
     "docker-v1-rhel8-gpus": {          # dockerd's containerd disables CRI: the reload must not be excluded
         "reload": "confirmed", "headline": "confirmed", "systemd_version": "239-58.el8",
         "stack": {"engine": "docker", "device_plugin": None, "driver_root": "/"},
@@ -205,10 +206,14 @@ def test_the_systemd_version_is_read_from_the_node(node):
 
 def _names_stack(named, stack: dict) -> bool:
     """A remedy's ``stack`` names the recognised stack: equal to it, or naming its device plugin (else
-    its engine) in a string."""
+    its engine) in a string; or it says it is the same on every stack (``"any (stack-neutral)"``:
+    findings/remedies.py gives it to the /dev/char links and to recreating the containers, whose commands
+    are still checked against the root's forbidden strings)."""
     if named == stack:
         return True
     text = json.dumps(named).lower() if not isinstance(named, str) else named.lower()
+    if "stack-neutral" in text:
+        return True
     key = stack.get("device_plugin") or stack.get("engine")
     return bool(key) and str(key).lower() in text
 
