@@ -359,13 +359,10 @@ class SysLab:
 
     def probe_engine(self, name: str, engine: str) -> str:
         """:meth:`probe` for a container of :meth:`start_docker` (``engine="docker"``) or :meth:`start_runc`."""
-        argv = (["ctr", "--address", DOCKER_SOCK, "-n", "moby", "task", "exec", "--exec-id", f"p{time.monotonic_ns()}",
-                 cid(name)] if engine == "docker" else ["runc", "--root", CUSTOM_RUNC_ROOT, "exec", cid(name)])
-        p = self.sh(*argv, "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
-        if p.returncode == 0:
-            return "OK"
-        msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]
-        return ERRNO_OF.get(msg, f"? {msg}")
+        if engine == "docker":
+            return self._probe(lambda: ["ctr", "--address", DOCKER_SOCK, "-n", "moby", "task", "exec", "--exec-id",
+                                        f"p{time.monotonic_ns()}", cid(name)])
+        return self._probe(lambda: ["runc", "--root", CUSTOM_RUNC_ROOT, "exec", cid(name)])
 
     # ------------------------------------------------------------------ inside
     def sh(self, *argv, timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
@@ -388,9 +385,13 @@ class SysLab:
     def probe(self, name: str) -> str:
         """``open("/dev/nvidiactl")`` in container ``name`` (busybox cat): the errno name (ENXIO: the
         device cgroup allows it and no driver answers; EPERM: denied), or "OK"."""
+        return self._probe(lambda: ["ctr", "--address", SOCK, "-n", NS, "task", "exec", "--exec-id",
+                                    f"probe{time.monotonic_ns()}", cid(name)])
+
+    def _probe(self, exec_argv) -> str:
+        """:meth:`probe` through ``exec_argv()`` (a fresh exec command line each try)."""
         for attempt in range(3):  # an exec that printed nothing (ctr lost the race on a loaded machine) is retried
-            p = self.ctr("task", "exec", "--exec-id", f"probe{time.monotonic_ns()}", cid(name),
-                         "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
+            p = self.sh(*exec_argv(), "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
             if p.returncode == 0:
                 return "OK"
             msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]
