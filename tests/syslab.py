@@ -17,7 +17,12 @@ devices controller in a new slice is migrated into the slice's cgroup): ``pause`
 nvidia-container-runtime-hook: v1 ``devices.allow``; v2 the device program replaced by a copy that
 allows the GPU, :mod:`bpfdev`), ``spec`` (``linux.devices`` + ``linux.resources.devices``),
 ``nogpu``; ``<lab>/bin/nvidia-container-runtime`` is the legacy-mode runtime for containers the tool
-starts itself (it adds the same hook to the on-disk config.json). ``/dev/char/195:*`` links exist unless ``dev_char=False``; the journal is volatile
+starts itself (it adds the same hook to the on-disk config.json).
+Other engines' shapes (issue 14): :meth:`SysLab.start_dockerd_containerd` runs a second containerd as
+dockerd runs its own (``/run/docker/containerd``, CRI disabled) and :meth:`SysLab.start_docker` a
+container in its ``moby`` namespace (runc root ``/run/docker/runtime-runc``, ``docker-<id>.scope``);
+:meth:`SysLab.start_runc` a plain ``runc --root /run/custom-runc`` container (``runc-<id>.scope``), kept
+in the foreground by a unit; both with the legacy hook. ``/dev/char/195:*`` links exist unless ``dev_char=False``; the journal is volatile
 (``/run/log/journal``) unless ``persistent_journal=True`` (``/var/log/journal``).
 
 Developer command (root; LAB is a folder of its own, its name names the lab's cgroups, so two labs
@@ -54,6 +59,11 @@ POD_SLICE = f"kubepods-besteffort-pod{POD_UID}.slice"
 SLICE_DIR = f"kubepods.slice/kubepods-besteffort.slice/{POD_SLICE}"
 CONTAINERS = ("pause", "hook", "spec", "nogpu")     #: started in this order
 ERRNO_OF = {os.strerror(n): name for n, name in errno.errorcode.items()}
+DOCKER_CONF = "/run/docker/containerd/containerd.toml"   #: dockerd writes its containerd's config here
+DOCKER_SOCK = "/run/docker/containerd/containerd.sock"
+DOCKER_STATE = "/run/docker/containerd/daemon"
+DOCKER_RUNC_ROOT = "/run/docker/runtime-runc"
+CUSTOM_RUNC_ROOT = "/run/custom-runc"                  #: a plain runc's --root
 
 
 class LabError(RuntimeError):
@@ -292,6 +302,68 @@ class SysLab:
                 (self.state / f).unlink(missing_ok=True)
         return left
 
+    # ------------------------------------------------------------------ other engines' shapes
+    def start_dockerd_containerd(self, timeout: float = 20) -> None:
+        """A second containerd as dockerd runs its own (moby daemon/command/daemon.go: state
+        ``<exec-root>/containerd/daemon``, socket ``<exec-root>/containerd/containerd.sock``, the CRI plugin
+        disabled), under a unit named ``docker.service``; returns once it answers. Raises LabError."""
+        conf = (f'version = 2\nroot = "/var/lib/docker/containerd/daemon"\nstate = "{DOCKER_STATE}"\n'
+                'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+                f'[grpc]\n  address = "{DOCKER_SOCK}"\n[ttrpc]\n  address = "{DOCKER_SOCK}.ttrpc"\n')
+        src = self.state / "docker-containerd.toml"
+        src.write_text(conf)
+        self.sh("/bin/sh", "-c", f"mkdir -p /run/docker/containerd && cp {src} {DOCKER_CONF}")
+        self.sh("systemd-run", "--unit=docker.service", "--property=Delegate=yes", "--property=KillMode=process",
+                "/usr/bin/containerd", "--config", DOCKER_CONF)
+        if not _wait(lambda: self.sh("ctr", "--address", DOCKER_SOCK, "version", check=False).returncode == 0,
+                     timeout, 0.1):
+            raise LabError("dockerd's containerd did not answer: " + self.sh(
+                "systemctl", "status", "--no-pager", "docker.service", check=False).stdout[-1500:])
+
+    def _gpu_spec(self, name: str, cgroups_path: str) -> dict:
+        """``ctr oci spec`` with the legacy prestart hook (as dockerd's ``--gpus`` and nvidia-container-runtime
+        put it) and ``NVIDIA_VISIBLE_DEVICES=all``: the GPU outside the spec."""
+        s = json.loads(self.ctr("oci", "spec").stdout)
+        s["process"].update(args=["/bin/busybox", "sleep", "100000"], terminal=False,
+                            env=["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=utility"])
+        s["root"] = {"path": str(self.rootfs(name)), "readonly": False}
+        s["hostname"] = name
+        s["linux"]["cgroupsPath"] = cgroups_path
+        s["hooks"] = {"prestart": [{"path": str(self.folder / "bin/nvidia-container-runtime-hook"),
+                                    "args": ["nvidia-container-runtime-hook", "prestart"]}]}
+        return s
+
+    def start_docker(self, name: str) -> None:
+        """A Docker-shaped container: namespace ``moby`` of dockerd's containerd (start it first), runc root
+        ``/run/docker/runtime-runc`` (dockerd's ``<exec-root>/runtime-runc``), the systemd driver with
+        dockerd's parent ``system.slice:docker:<id>`` (moby daemon/command/daemon_unix.go), the legacy hook."""
+        cgpath = f"system.slice:docker:{cid(name)}"
+        path = self.state / f"spec-{name}.json"
+        path.write_text(json.dumps(self._gpu_spec(name, cgpath), indent=1))
+        self.sh("ctr", "--address", DOCKER_SOCK, "-n", "moby", "run", "-d", "--runc-systemd-cgroup", "--runc-root",
+                DOCKER_RUNC_ROOT, "--cgroup", cgpath, "--config", str(path), cid(name), timeout=30)
+
+    def start_runc(self, name: str, timeout: float = 20) -> None:
+        """A plain runc container, ``runc --root /run/custom-runc --systemd-cgroup run``, kept in the foreground
+        by a unit (``runc-<name>-job.service``) as a supervisor does: its command line is what names the
+        root on the node; scope ``runc-<id>.scope`` in ``system.slice``; the legacy hook in its config.json."""
+        bundle = self.folder / f"bundle-{name}"
+        bundle.mkdir(exist_ok=True)
+        (bundle / "config.json").write_text(json.dumps(self._gpu_spec(name, f"system.slice:runc:{cid(name)}"), indent=1))
+        self.sh("systemd-run", f"--unit=runc-{name}-job.service", "runc", "--root", CUSTOM_RUNC_ROOT,
+                "--systemd-cgroup", "run", "--bundle", str(bundle), cid(name))
+        if not _wait(lambda: '"running"' in self.sh("runc", "--root", CUSTOM_RUNC_ROOT, "state", cid(name),
+                                                     check=False).stdout, timeout, 0.1):
+            raise LabError(f"runc container {name} did not start: " + self.sh(
+                "journalctl", "--no-pager", "-u", f"runc-{name}-job.service", check=False).stdout[-1500:])
+
+    def probe_engine(self, name: str, engine: str) -> str:
+        """:meth:`probe` for a container of :meth:`start_docker` (``engine="docker"``) or :meth:`start_runc`."""
+        if engine == "docker":
+            return self._probe(lambda: ["ctr", "--address", DOCKER_SOCK, "-n", "moby", "task", "exec", "--exec-id",
+                                        f"p{time.monotonic_ns()}", cid(name)])
+        return self._probe(lambda: ["runc", "--root", CUSTOM_RUNC_ROOT, "exec", cid(name)])
+
     # ------------------------------------------------------------------ inside
     def sh(self, *argv, timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
         """Run ``argv`` inside the namespace (all its namespaces, clean environment). Raises LabError
@@ -313,9 +385,13 @@ class SysLab:
     def probe(self, name: str) -> str:
         """``open("/dev/nvidiactl")`` in container ``name`` (busybox cat): the errno name (ENXIO: the
         device cgroup allows it and no driver answers; EPERM: denied), or "OK"."""
+        return self._probe(lambda: ["ctr", "--address", SOCK, "-n", NS, "task", "exec", "--exec-id",
+                                    f"probe{time.monotonic_ns()}", cid(name)])
+
+    def _probe(self, exec_argv) -> str:
+        """:meth:`probe` through ``exec_argv()`` (a fresh exec command line each try)."""
         for attempt in range(3):  # an exec that printed nothing (ctr lost the race on a loaded machine) is retried
-            p = self.ctr("task", "exec", "--exec-id", f"probe{time.monotonic_ns()}", cid(name),
-                         "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
+            p = self.sh(*exec_argv(), "/bin/busybox", "cat", "/dev/nvidiactl", check=False)
             if p.returncode == 0:
                 return "OK"
             msg = (p.stderr + p.stdout).strip().rsplit(": ", 1)[-1]

@@ -18,6 +18,10 @@
   itself through the lab's legacy-mode nvidia-container-runtime, removed afterwards (still exposed;
   refused with runc's reason in the v2 lab on a hybrid host, whose cgroup2 has no cpu controller).
 
+- ``engines``: the Docker-like shape (namespace ``moby`` of a containerd run as dockerd runs its own)
+  and a plain ``runc --root /run/custom-runc`` container, both hook-injected under the systemd driver,
+  after a real reload: found with engine ``docker`` / ``runc`` and broken by the probe (EPERM).
+
 The requester's sentence is not asserted (its wording is the correlator's), only its unit and basis.
 Fixtures, watchdog and teardown checks are those of tests/test_syslab.py.
 """
@@ -376,3 +380,68 @@ def test_drill_live_reload_on_a_fresh_hook_injected_probe_container(drilled):
     assert (row["id"], row["cgroup_driver"], row["verdict"]) == (fresh, "systemd", "still exposed")
     assert row["probe_after"] == {"/dev/nvidia0": "EPERM", "/dev/nvidiactl": "EPERM"}
     assert row["prestart_hooks"] == [str(lab.folder / "bin/nvidia-container-runtime-hook")]
+
+
+# -- the Docker-like and plain-runc shapes (issue 14 item 8) ----------------------------------------
+#: lab container -> the engine the collector must name (record.json ``engine``)
+SHAPES = {"dockergpu": "docker", "runcgpu": "runc"}
+
+
+@pytest.fixture(scope="module", params=LAYOUTS)
+def engines(request, tmp_path_factory):
+    """A lab with no CRI container: a Docker-shaped one (namespace ``moby`` of a containerd run as dockerd
+    runs its own, runc root /run/docker/runtime-runc, ``docker-<id>.scope``) and a plain runc one
+    (``runc --root /run/custom-runc``, ``runc-<id>.scope``), both hook-injected under the systemd driver;
+    the lab's own probe before and after a real ``systemctl daemon-reload`` from a requester unit, then
+    ``gpu-forensics run --probe`` inside: ``{"lab", "before", "after", "analysis", "records" {name: record}}``."""
+    lab, dog = _lab(tmp_path_factory, request.param, "engines")
+    try:
+        lab.up(containers=())
+        lab.start_dockerd_containerd()
+        lab.start_docker("dockergpu")
+        lab.start_runc("runcgpu")
+        before = {n: lab.probe_engine(n, e) for n, e in SHAPES.items()}
+        lab.reload(via_unit="nvidia-driver-upgrade")
+        after = {n: lab.probe_engine(n, e) for n, e in SHAPES.items()}
+        out = lab.folder / "out-engines"
+        p = _tool(lab, "run", "--root", "/", "--probe", "--out", str(out), "--time-budget", "60")
+        assert p.returncode == 0, p.stderr[-2000:]
+        names = {S.cid(n): n for n in SHAPES}
+        reading = containers.read(Bundle.open(out), NodeFacts())
+        yield {"lab": lab, "before": before, "after": after,
+               "analysis": json.loads((lab.folder / "out-engines-report" / "analysis.json").read_text()),
+               "records": {names[r["id"]]: r for r in reading.facts.get("containers") or [] if r.get("id") in names}}
+    finally:
+        _close(lab, dog)
+
+
+def test_the_shapes_lose_their_gpu_on_the_real_reload(engines):
+    assert engines["before"] == {"dockergpu": "ENXIO", "runcgpu": "ENXIO"}   # allowed, no driver behind it
+    assert engines["after"] == {"dockergpu": "EPERM", "runcgpu": "EPERM"}
+
+
+def test_docker_and_plain_runc_containers_are_found_with_their_engine(engines):
+    recs = engines["records"]
+    assert sorted(recs) == ["dockergpu", "runcgpu"]
+    assert {n: r.get("engine") for n, r in recs.items()} == SHAPES
+    assert recs["dockergpu"]["namespace"] == "moby"
+    assert recs["dockergpu"]["bundle"] == f"{S.DOCKER_STATE}/io.containerd.runtime.v2.task/moby/{S.cid('dockergpu')}"
+    for n, r in recs.items():
+        assert r["config"]["status"] == "collected", n
+        assert r["cgroup"]["driver"] == "systemd", n
+        assert r["cgroup"]["driver_source"], n          # runc's state.json / the scope's path
+        assert r["cgroup"]["path"].endswith(f"system.slice/{'docker' if n == 'dockergpu' else 'runc'}-{S.cid(n)}.scope")
+        assert [h["path"] for h in r["hooks"]["prestart"]] == [str(engines["lab"].folder / "bin/nvidia-container-runtime-hook")]
+
+
+def test_both_are_broken_after_the_reload_by_the_probe(engines):
+    rows = {S_name: r for r in engines["analysis"]["exposure"]["containers"]
+            for S_name in SHAPES if r["id"] == S.cid(S_name)}
+    assert sorted(rows) == ["dockergpu", "runcgpu"]
+    for n, r in rows.items():
+        assert (r["gpu_injection"], r["at_risk"], r["broken"], r["probe"]) == ("hook", True, True, "EPERM"), n
+        assert (r["broken_basis"], r["cgroup_driver"], r["cgroup_driver_basis"]) == ("probe", "systemd", "evidence"), n
+    reloads = [c for i in engines["analysis"]["incidents"] for c in i["causes"] if c["kind"] == "daemon-reload"]
+    assert [c["verdict"] for c in reloads] == ["confirmed"]
+    assert reloads[0]["requested_by"]["unit"] == "nvidia-driver-upgrade.service"
+    assert engines["analysis"]["headline"]["verdict"] == "confirmed"
