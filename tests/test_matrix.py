@@ -247,3 +247,15 @@ def test_stack_recognised_and_remedies_written_for_it(node):
         assert need in changes, (rid, need)
     if any(r.get("gpu_injection") == "hook" for r in broken) and N.BY_ID[rid]["hook_from"] in ("hooks.d", "gpus"):
         assert CDI_MODE not in changes   # the standalone hook refuses to run when the mode is not legacy
+
+
+def test_a_copied_v2_root_lists_no_device_programs_and_says_why_instead_of_an_error(tmp_path):
+    """bpftool can list a cgroup's device programs only on a live cgroup2 mount: on a copied root its
+    failure is recorded as absent with that reason, and the collection has no error for it."""
+    assert shutil.which("bpftool"), "bpftool is installed by scripts/lab-deps.sh"
+    r = N.BY_ID["runc-v2-custom-root-ubuntu2204"]
+    N.make_root(tmp_path / "root", r)
+    main(["collect", "--root", str(tmp_path / "root"), "--out", str(tmp_path / "bundle")])
+    arts = [a for a in Bundle.open(tmp_path / "bundle").artifacts() if "bpftool" in a.source]
+    assert arts and {a.status.value for a in arts} == {"absent"}
+    assert all("is not on a mounted cgroup2 file system (a copied or offline root)" in a.message for a in arts)

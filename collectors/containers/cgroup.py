@@ -118,8 +118,11 @@ def _bpf(ctx, env, rel, version, path) -> list | None:
             ctx.writer.record(Artifact(None, "bpftool", Status.ABSENT, "command",
                                        message="bpftool is not installed; cgroup v2 device programs not listed"))
         return None
-    shown = _bpftool(ctx, [env.bpftool, "-j", "cgroup", "show", os.path.join(ctx.root, path.lstrip("/"))],
-                     f"{rel}/bpftool-cgroup.json")
+    where = os.path.join(ctx.root, path.lstrip("/"))
+    offline = None if on_cgroup2(where) else (
+        f"{path} under --root is not on a mounted cgroup2 file system (a copied or offline root): "
+        "device programs can only be listed on the live node")
+    shown = _bpftool(ctx, [env.bpftool, "-j", "cgroup", "show", where], f"{rel}/bpftool-cgroup.json", offline)
     if shown is None:
         return None
     progs = []
@@ -130,7 +133,28 @@ def _bpf(ctx, env, rel, version, path) -> list | None:
     return progs
 
 
-def _bpftool(ctx, argv, rel):
+def on_cgroup2(path: str, mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether ``path`` (not followed if a link) lies on a mounted cgroup2 file system: its ``st_dev`` is
+    the device of a ``cgroup2`` line of ``mountinfo`` (proc(5), /proc/pid/mountinfo: field 3 is
+    major:minor, the field after `` - `` the type). False when either cannot be read."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read(4 << 20).splitlines()
+    except OSError:
+        return False
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    for line in lines:
+        head, sep, tail = line.partition(" - ")
+        f = head.split()
+        if sep and len(f) > 2 and f[2] == dev and tail.split()[:1] == ["cgroup2"]:
+            return True
+    return False
+
+
+def _bpftool(ctx, argv, rel, offline: str | None = None):
+    """Run bpftool and store its JSON at ``rel``; a failure is an error, or absent with ``offline`` as the
+    reason when the cgroup is not on a live cgroup2 mount (nothing there for bpftool to list)."""
     src = " ".join(argv)
     try:
         out = subprocess.run(argv, capture_output=True, timeout=BPFTOOL_TIMEOUT_S, check=False,
@@ -139,8 +163,9 @@ def _bpftool(ctx, argv, rel):
         ctx.writer.record(Artifact(None, src, Status.ERROR, "command", message=str(e)))
         return None
     if out.returncode != 0:
-        ctx.writer.record(Artifact(None, src, Status.ERROR, "command", message=f"exit {out.returncode}: "
-                                   + out.stderr[-500:].decode("utf-8", "replace").strip()))
+        said = f"exit {out.returncode}: " + out.stderr[-500:].decode("utf-8", "replace").strip()
+        ctx.writer.record(Artifact(None, src, Status.ABSENT if offline else Status.ERROR, "command",
+                                   message=f"{offline} ({said})" if offline else said))
         return None
     with ctx.writer.create(rel, src, "command", text=False) as fh:
         fh.write(out.stdout[:SMALL_LIMIT])
