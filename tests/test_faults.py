@@ -1,0 +1,179 @@
+"""Faults during collection (issue 15, items 7-12): a full disk, a read-only or /proc output, two
+collections on one --out, a leftover .incomplete, SIGINT/SIGTERM, an invalid TZ. Real tmpfs mounts,
+real bind mounts, real subprocesses and real signals (tests run as root)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.ops.cli import SAMPLE_ROOT
+
+PY = sys.executable
+CLI = [PY, "-m", "forensics.ops.cli"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sample_journal():
+    sys.path.insert(0, "samples")
+    import build
+    build.ensure_journal()
+
+
+def _cli(*args, env=None, **kw):
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=env, timeout=300, **kw)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real tmpfs of 200 KiB (the sample bundle takes about 700 KiB)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _marker(d: Path) -> dict:
+    text = (d / "INCOMPLETE").read_text()
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def test_a_full_disk_gives_one_line_exit_5_and_a_marked_partial_bundle(small_tmpfs):
+    p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(small_tmpfs / "b"))
+    assert p.returncode == 5, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No space left on device (ENOSPC)" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+    kept = small_tmpfs / "b.incomplete"
+    assert str(kept) in lines[0] and not (small_tmpfs / "b").exists()
+    assert "No space left on device" in _marker(kept)["reason"]
+    # analyze refuses it, saying what it is
+    a = _cli("analyze", str(kept))
+    assert a.returncode == 3 and "INCOMPLETE" in a.stderr
+
+
+def test_a_tar_gz_that_runs_out_of_space_while_archiving_leaves_no_part_and_no_unmarked_dir(tmp_path):
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    try:
+        # room for the bundle directory, not for the directory and its archive (about 45 KiB) together
+        assert _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(mnt / "probe")).returncode == 0
+        st = os.statvfs(mnt)
+        used_k = (st.f_blocks - st.f_bfree) * st.f_frsize // 1024
+        subprocess.run(["rm", "-rf", str(mnt / "probe")], check=True)
+        subprocess.run(["mount", "-o", f"remount,size={used_k + 16}k", str(mnt)], check=True)
+        p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(mnt / "b.tar.gz"))
+        assert p.returncode == 5, p.stderr
+        assert "archive" in p.stderr or "No space" in p.stderr
+        assert not (mnt / "b.tar.gz").exists() and not (mnt / "b.tar.gz.part").exists()
+        kept = mnt / "b.incomplete"
+        assert (kept / "INCOMPLETE").exists() and "ENOSPC" in _marker(kept)["reason"]
+        assert _cli("analyze", str(kept)).returncode == 3
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_analyze_refuses_a_leftover_part(tmp_path):
+    out = tmp_path / "b.tar.gz"
+    assert _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(out)).returncode == 0
+    part = tmp_path / "b.tar.gz.part"
+    part.write_bytes(out.read_bytes()[: out.stat().st_size // 2])  # what a kill while archiving leaves
+    a = _cli("analyze", str(part))
+    assert a.returncode == 3 and "partial archive" in a.stderr and "Traceback" not in a.stderr
+
+
+def test_a_read_only_output_gives_exit_5_in_one_line(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", "-o", "ro", str(ro), str(ro)], check=True)
+    try:
+        p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(ro / "b"))
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=True)
+    assert p.returncode == 5 and "Read-only file system (EROFS)" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("out", ["/proc/gpu-forensics-out", "/sys/fs/cgroup/gpu-forensics-out"])
+def test_a_proc_or_sys_output_is_refused_before_writing(out):
+    p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", out)
+    assert p.returncode == 5 and "kernel file system" in p.stderr
+    assert not os.path.exists(out) and not os.path.exists(out + ".incomplete")
+
+
+def test_two_collections_racing_on_one_out_one_wins_the_other_says_so(tmp_path):
+    out = tmp_path / "b.tar.gz"
+    procs = [subprocess.Popen(CLI + ["collect", "--root", str(SAMPLE_ROOT), "--out", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(300), *p.communicate()) for p in procs]
+    codes = sorted(rc for rc, _o, _e in results)
+    assert codes == [0, 2], results
+    winner = next(o for rc, o, _e in results if rc == 0)
+    loser = next(e for rc, _o, e in results if rc == 2)
+    assert "another collection" in loser or "already exists" in loser
+    # the hash the winner printed is the archive's manifest: nothing replaced it
+    printed = winner.split("manifest.json sha256: ")[1].split()[0]
+    import tarfile
+    import hashlib
+    with tarfile.open(out) as tf:
+        data = tf.extractfile("b/manifest.json").read()
+    assert hashlib.sha256(data).hexdigest() == printed
+
+
+def test_a_leftover_incomplete_is_explained(tmp_path):
+    left = tmp_path / "b.incomplete"
+    left.mkdir()
+    (left / "INCOMPLETE").write_text("collection did not finish; this bundle is not complete\npid: 999999999\n"
+                                     "reason: interrupted by SIGTERM while collecting\n")
+    p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(tmp_path / "b"))
+    assert p.returncode == 2
+    assert "left from a collection that did not finish (interrupted by SIGTERM while collecting)" in p.stderr
+    assert "move it away" in p.stderr and "Errno" not in p.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_gives_one_line_and_keeps_the_partial_bundle_marked(tmp_path, sig):
+    out = tmp_path / "b"
+    # a slow source to be interrupted in: a metrics URL that never answers
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+    p = subprocess.Popen(CLI + ["collect", "--root", str(SAMPLE_ROOT), "--out", str(out), "--prometheus", url],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        srv.settimeout(120)
+        conn, _ = srv.accept()  # the collection is now inside the metrics collector
+        time.sleep(0.3)
+        p.send_signal(sig)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        srv.close()
+    assert p.returncode == 128 + sig, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-forensics: interrupted by {sig.name}"), err
+    kept = tmp_path / "b.incomplete"
+    assert str(kept) in lines[0] and not out.exists()
+    assert _marker(kept)["reason"] == f"interrupted by {sig.name} while collecting"
+    m = json.loads((kept / "manifest.json").read_text())
+    assert m["complete"] is False and m["incomplete_reason"] == f"interrupted by {sig.name} while collecting"
+    assert any(a["path"] == "journal/entries.jsonl" for a in m["artifacts"])  # what was collected is listed
+
+
+@pytest.mark.parametrize("tz", ["UTC+24", "UTC-24"])
+def test_an_invalid_tz_is_ignored_not_a_crash(tmp_path, tz):
+    env = {**os.environ, "TZ": tz}
+    p = _cli("collect", "--root", str(SAMPLE_ROOT), "--out", str(tmp_path / "b"), env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"TZ={tz!r} is not a valid time zone" in p.stderr
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert m["timezone"]["name"]  # the node's zone, from the sample node itself
