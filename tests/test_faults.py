@@ -177,3 +177,35 @@ def test_an_invalid_tz_is_ignored_not_a_crash(tmp_path, tz):
     assert f"TZ={tz!r} is not a valid time zone" in p.stderr
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert m["timezone"]["name"]  # the node's zone, from the sample node itself
+
+
+# -- item 20: a copied root's /proc/<pid>/root is a link resolving on this machine ---------------------
+@pytest.mark.parametrize("target", ["/", "elsewhere"])
+def test_a_copied_roots_proc_pid_root_link_is_never_followed(tmp_path, target):
+    import stat as st_
+    from collectors.containers import probe
+    outside = tmp_path / "elsewhere"
+    (outside / "dev").mkdir(parents=True)
+    os.mknod(outside / "dev/nvidia0", 0o666 | st_.S_IFCHR, os.makedev(195, 0))  # a GPU node outside --root
+    (tmp_path / "root/proc/4242").mkdir(parents=True)
+    link = str(outside) if target == "elsewhere" else "/"
+    os.symlink(link, tmp_path / "root/proc/4242/root")  # as a copy of a live /proc holds it
+    entries, raw, problems = probe.list_dev(tmp_path / "root", 4242)
+    assert entries == [] and raw == []
+    assert [(a.source, a.status.value) for a in problems] == [("/proc/4242/root", "error")]
+    assert f"a symlink to {link!r}" in problems[0].message and "was not read" in problems[0].message
+
+
+def test_a_copied_roots_proc_pid_root_directory_is_read_and_a_dev_link_outside_is_not_followed(tmp_path):
+    import stat as st_
+    from collectors.containers import probe
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.mknod(outside / "nvidia0", 0o666 | st_.S_IFCHR, os.makedev(195, 0))
+    croot = tmp_path / "root/proc/4242/root"
+    (croot / "dev").mkdir(parents=True)
+    os.mknod(croot / "dev/nvidiactl", 0o666 | st_.S_IFCHR, os.makedev(195, 255))
+    os.symlink(outside / "nvidia0", croot / "dev/nvidia0")  # resolves outside --root: kept as a link only
+    entries, _raw, problems = probe.list_dev(tmp_path / "root", 4242)
+    found = {e["path"]: (e["kind"], e["major"]) for e in entries}
+    assert found == {"/dev/nvidiactl": ("c", 195), "/dev/nvidia0": ("symlink", None)} and problems == []
