@@ -209,3 +209,65 @@ def test_a_copied_roots_proc_pid_root_directory_is_read_and_a_dev_link_outside_i
     entries, _raw, problems = probe.list_dev(tmp_path / "root", 4242)
     found = {e["path"]: (e["kind"], e["major"]) for e in entries}
     assert found == {"/dev/nvidiactl": ("c", 195), "/dev/nvidia0": ("symlink", None)} and problems == []
+
+
+# -- item 15: an upload's overall deadline, against a server that trickles one byte a second --------
+@pytest.fixture
+def trickler():
+    """A real loopback HTTP server that reads the request, then answers one byte per second."""
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    stop = threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    def one(conn):
+        conn.settimeout(5)
+        try:
+            conn.recv(1 << 20)
+            for b in b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n":
+                if stop.wait(1.0):
+                    break
+                conn.sendall(bytes([b]))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}/drop"
+    stop.set()
+    t.join(5)
+    srv.close()
+
+
+def test_an_upload_to_a_trickling_server_ends_at_its_deadline(tmp_path, trickler):
+    from forensics.ops.upload import upload
+    files = []
+    for name in ("a.tar.gz", "b.html"):
+        (tmp_path / name).write_bytes(b"x" * 100)
+        files.append(tmp_path / name)
+    recs = upload(trickler, files, timeout=30, retries=0, deadline_s=2)
+    assert [r["ok"] for r in recs] == [False, False]
+    assert recs[0]["attempts"] == 1 and "overall deadline of 2 s passed" in recs[0]["error"]
+    assert recs[1]["attempts"] == 0 and recs[1]["error"].startswith("not sent: the upload's overall deadline")
+
+
+def test_run_with_a_trickling_upload_server_ends_with_a_clear_line_and_keeps_the_bundle(tmp_path, trickler):
+    out = tmp_path / "b.tar.gz"
+    p = _cli("run", "--root", str(SAMPLE_ROOT), "--out", str(out), "--upload-url", trickler, "--upload-timeout", "3")
+    assert p.returncode == 1, p.stderr
+    assert "upload b.tar.gz: FAILED" in p.stdout and "overall deadline of 3 s passed (--upload-timeout)" in p.stdout
+    assert _cli("verify", str(out)).returncode == 0  # the bundle is kept whole
+    recs = json.loads((tmp_path / "b.tar.gz.upload.json").read_text())
+    assert not any(r["ok"] for r in recs)

@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
     r.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
     r.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
+    r.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
+                   help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
@@ -320,7 +322,7 @@ def _upload(bundle: Path, args) -> int:
     try:
         recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
                       auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,
-                      ca_bundle=args.upload_ca)
+                      ca_bundle=args.upload_ca, deadline_s=args.upload_timeout)
     except UploadError as e:
         raise UsageError(f"--upload-url: {e}") from None
     side = archive.with_name(archive.name + ".upload.json")
