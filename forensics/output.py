@@ -38,6 +38,9 @@ class BundleWriteError(OSError):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self):
+        return BundleWriteError, (self.message, self.errno, self.kept)
+
 
 def describe(e: OSError) -> str:
     """``strerror (ENAME)`` of an ``OSError`` in one line."""

@@ -271,3 +271,66 @@ def test_run_with_a_trickling_upload_server_ends_with_a_clear_line_and_keeps_the
     assert _cli("verify", str(out)).returncode == 0  # the bundle is kept whole
     recs = json.loads((tmp_path / "b.tar.gz.upload.json").read_text())
     assert not any(r["ok"] for r in recs)
+
+
+# -- item 6: a journal file truncated under libsystemd's mmap (SIGBUS) costs that file only -----------
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{t}/children").read_text().split()
+                out += [int(k) for k in kids]
+                todo += [int(k) for k in kids]
+        except OSError:
+            continue
+    return out
+
+
+def _journals(tmp_path: Path, n: int) -> tuple[Path, Path]:
+    sys.path.insert(0, "tests")
+    from datetime import timedelta
+    from journalbuild import build_journal
+    from test_journal import T0, pid1
+    jdir = tmp_path / "journals"
+    big = build_journal(b"".join(pid1(T0 + timedelta(seconds=i), "Reloading." if i % 2 else f"Started u{i}.service.")
+                                 for i in range(n)), jdir / "big.journal")
+    build_journal(pid1(T0 - timedelta(days=2), "Reloading."), jdir / "good.journal")
+    return jdir, big
+
+
+def test_a_journal_file_truncated_while_read_costs_that_file_only(tmp_path):
+    jdir, big = _journals(tmp_path, 20_000)
+    size = big.stat().st_size
+    (tmp_path / "root").mkdir()
+    out = tmp_path / "b"
+    p = subprocess.Popen(CLI + ["collect", "--root", str(tmp_path / "root"), "--journal-dir", str(jdir),
+                                "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cut = False
+    deadline = time.monotonic() + 120
+    while not cut and p.poll() is None and time.monotonic() < deadline:
+        for kid in [p.pid, *_descendants(p.pid)]:
+            try:
+                maps = Path(f"/proc/{kid}/maps").read_text()
+            except OSError:
+                continue
+            if str(big) in maps:  # libsystemd has it mapped: cut it as journald's vacuum would
+                os.truncate(big, 8192)
+                cut = True
+                break
+        time.sleep(0.002)
+    _o, err = p.communicate(timeout=300)
+    assert cut, "the reader never mapped the file"
+    assert p.returncode in (0, 1), err
+    assert "Traceback" not in err
+    recs = {Path(r["source"]).name: r for r in json.loads((out / "journal/files.json").read_text())}
+    assert recs["big.journal"]["truncated"] is True and recs["big.journal"]["opened"] is False
+    assert f"shrank from {size} to 8192 bytes" in recs["big.journal"]["error"] and "SIGBUS" in recs["big.journal"]["error"]
+    assert recs["good.journal"]["opened"] is True
+    m = json.loads((out / "manifest.json").read_text())
+    [a] = [a for a in m["artifacts"] if a["source"].endswith("big.journal")]
+    assert a["status"] == "error" and "truncated while it was read" in a["message"]
+    entries = [json.loads(line) for line in (out / "journal/entries.jsonl").read_text().splitlines()]
+    assert [e["MESSAGE"] for e in entries if "pid1" in e["_GF_SELECTED_BY"]] == ["Reloading."]  # good.journal's
+    assert _cli("verify", str(out)).returncode == 0
