@@ -334,3 +334,29 @@ def test_a_journal_file_truncated_while_read_costs_that_file_only(tmp_path):
     entries = [json.loads(line) for line in (out / "journal/entries.jsonl").read_text().splitlines()]
     assert [e["MESSAGE"] for e in entries if "pid1" in e["_GF_SELECTED_BY"]] == ["Reloading."]  # good.journal's
     assert _cli("verify", str(out)).returncode == 0
+
+
+# -- item 14: many journal files against a small time budget -------------------------------------------
+def test_journal_files_beyond_the_time_budget_are_recorded_not_read(tmp_path):
+    import shutil
+    from collectors import journal
+    from forensics.bundle import BundleWriter
+    from forensics.source import CollectContext
+    jdir, big = _journals(tmp_path, 50)
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(300):  # real journal files, each its own inode
+        shutil.copyfile(big, many / f"system@{i:04d}.journal")
+    (tmp_path / "root").mkdir()
+    writer = BundleWriter(tmp_path / "b")
+    ctx = CollectContext(root=tmp_path / "root", writer=writer, options={"since": None, "journal_dirs": [str(many)]},
+                         deadline=time.monotonic() + 0.01)
+    journal.acquire(ctx)
+    recs = json.loads((writer.dir / "journal/files.json").read_text())
+    assert len(recs) == 300
+    skipped = [r for r in recs if r["error"] == "not read: time budget"]
+    assert skipped and all(r["opened"] or r in skipped for r in recs)
+    assert not recs[-1]["opened"]  # the last files are never reached within 0.01 s
+    cut = [a for a in writer.artifacts if a.message == "not read: the time budget (--time-budget) was spent"]
+    assert len(cut) == len(skipped) and {a.status.value for a in cut} == {"truncated"}
+    assert {a.source for a in cut} == {r["source"] for r in skipped}
