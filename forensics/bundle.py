@@ -82,8 +82,8 @@ class BundleWriter:
     ``FileExistsError`` (its text says what is there and what to do) when ``out`` or
     ``<out>.incomplete`` already exists: a bundle is never overwritten, and of two collections racing
     on one ``out`` only one claims it (:func:`forensics.output.claim`). Raises
-    :class:`~forensics.output.BundleWriteError` when the output cannot be written (under /proc, /sys
-    or /dev, read-only, full); a write that fails later raises it too and sets :attr:`write_error`.
+    :class:`~forensics.output.BundleWriteError` when the output cannot be written (under /proc or /sys,
+    read-only, full); a write that fails later raises it too and sets :attr:`write_error`.
     Nothing is written outside ``out``, ``<out>.incomplete`` and (archiving) ``<out>.part``.
     """
 

@@ -23,11 +23,11 @@ INCOMPLETE = "INCOMPLETE"
 MARKER = "collection did not finish; this bundle is not complete\n"
 #: outputs refused before anything is written: kernel file systems, where "writing a file" is a
 #: kernel interface (a mkdir under /sys/fs/cgroup makes a cgroup), never a place for evidence
-PSEUDO = ("/proc", "/sys", "/dev")
+PSEUDO = ("/proc", "/sys")
 
 
 class BundleWriteError(OSError):
-    """The bundle could not be written (full disk, read-only or kernel file system output).
+    """The bundle could not be written (full disk, read-only output, /proc or /sys).
     ``kept`` is the partial bundle directory left behind (marked ``INCOMPLETE`` with the reason),
     or ``None`` when nothing could be kept. Exit code 5 (:mod:`forensics.ops.cli`)."""
 
@@ -49,7 +49,7 @@ def describe(e: OSError) -> str:
 
 
 def refuse_pseudo(out: Path) -> None:
-    """Raise :class:`BundleWriteError` when ``out`` lies under /proc, /sys or /dev (after symlinks)."""
+    """Raise :class:`BundleWriteError` when ``out`` lies under /proc or /sys (after symlinks)."""
     real = os.path.realpath(out)
     for p in PSEUDO:
         if real == p or real.startswith(p + "/"):
