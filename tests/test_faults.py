@@ -360,3 +360,45 @@ def test_journal_files_beyond_the_time_budget_are_recorded_not_read(tmp_path):
     cut = [a for a in writer.artifacts if a.message == "not read: the time budget (--time-budget) was spent"]
     assert len(cut) == len(skipped) and {a.status.value for a in cut} == {"truncated"}
     assert {a.source for a in cut} == {r["source"] for r in skipped}
+
+
+# -- item 13: package logs are bounded in size and stop at the time budget ------------------------------
+def _sparse_logs(tmp_path: Path) -> Path:
+    root = tmp_path / "host"
+    for rel, line in (("var/log/dpkg.log", b"2026-07-01 10:00:00 status installed nvidia-container-toolkit:amd64 1.17.8-1\n"),
+                      ("var/log/apt/history.log", b"\nStart-Date: 2026-07-01  10:00:00\nCommandline: apt upgrade\n")):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(line)
+        os.truncate(p, 200 << 20)  # sparse: 200 MiB that take no disk
+    return root
+
+
+def test_a_huge_sparse_package_log_is_cut_at_the_bound_and_recorded_truncated(tmp_path):
+    from collectors import packages
+    from forensics.bundle import BundleWriter
+    from forensics.source import CollectContext
+    root = _sparse_logs(tmp_path)
+    writer = BundleWriter(tmp_path / "b")
+    packages.acquire(CollectContext(root=root, writer=writer))
+    recs = {a.source: a for a in writer.artifacts}
+    for src in ("/var/log/dpkg.log", "/var/log/apt/history.log"):  # apt's is redacted: read whole up to the bound
+        a = recs[src]
+        assert (a.status.value, a.size) == ("truncated", packages.LOG_LIMIT), src
+        assert f"only the first {packages.LOG_LIMIT} bytes were copied" in a.notes
+    assert (writer.dir / "packages/dpkg/dpkg.log").read_bytes().startswith(b"2026-07-01 10:00:00 status installed")
+
+
+def test_package_logs_stop_at_a_spent_time_budget(tmp_path):
+    from collectors import packages
+    from forensics.bundle import BundleWriter
+    from forensics.source import CollectContext
+    root = _sparse_logs(tmp_path)
+    writer = BundleWriter(tmp_path / "b")
+    packages.acquire(CollectContext(root=root, writer=writer, deadline=time.monotonic() - 1))
+    recs = {a.source: a for a in writer.artifacts}
+    assert sum(a.source == "/var/log/dpkg.log" for a in writer.artifacts) == 1
+    for src in ("/var/log/dpkg.log", "/var/log/apt/history.log"):
+        assert (recs[src].status.value, recs[src].message) == (
+            "truncated", "not copied: the time budget (--time-budget) was spent")
+    assert not (writer.dir / "packages/dpkg/dpkg.log").exists()
