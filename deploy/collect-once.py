@@ -4,7 +4,10 @@
 ``gpu-forensics run`` exits 1 when it finished but some evidence was unreadable (that is recorded in
 the bundle's manifest). In a DaemonSet's init container or a Job, a non-zero exit would make Kubernetes
 run the collection again and again, each time into a new bundle; so 0 and 1 both end with 0 here, and
-only a usage error (2) or an invalid bundle (3) fails the container. The real exit code is printed.
+a usage error (2: an output that exists or that another collection is writing, too), an invalid bundle
+(3), a bundle that could not be written (5: full disk, read-only or /proc, /sys output; the partial
+bundle is kept as ``<out>.incomplete``) and an interruption (130 SIGINT, 143 SIGTERM) fail the
+container. The real exit code is printed.
 Arguments are those of ``gpu-forensics`` itself.
 """
 import sys

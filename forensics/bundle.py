@@ -21,22 +21,22 @@ import json
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from . import __version__, hostfs
+from . import __version__, hostfs, output
 from .artifact import Artifact, Status, from_oserror
 from .bundle_open import (MAX_MANIFEST, BundleError, check_manifest, invalid, open_regular, plain, read_bounded,
                           scan_tree, shown, unpack)
+from .output import INCOMPLETE, BundleWriteError
+from .output import canonical_pieces as _canonical_pieces
 
 __all__ = ["BundleError", "Bundle", "BundleWriter", "verify", "canonical_sha256", "MANIFEST", "INCOMPLETE", "SCHEMA"]
 
 MANIFEST = "manifest.json"
-INCOMPLETE = "INCOMPLETE"
 SCHEMA = "gpu-forensics/manifest/v1"
 CHUNK = 1 << 20
 
@@ -57,47 +57,19 @@ def canonical_sha256(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _canonical_pieces(head: dict, artifacts: list[Artifact]):
-    """The text :func:`canonical_sha256` hashes, for ``head`` plus ``"artifacts"``, in pieces: the
-    same bytes as ``json.dumps(manifest, sort_keys=True, separators=(",", ":"))`` (a dict is
-    ``{`` + ``"key":value`` joined by ``,`` + ``}``), without the whole text in memory."""
-    compact = {"sort_keys": True, "separators": (",", ":")}
-    for i, key in enumerate(sorted([*head, "artifacts"])):
-        yield ("{" if i == 0 else ",") + json.dumps(key) + ":"
-        if key == "artifacts":
-            yield "["
-            for j, a in enumerate(artifacts):
-                yield ("," if j else "") + json.dumps(a.to_json(), **compact)
-            yield "]"
-        else:
-            yield json.dumps(head[key], **compact)
-    yield "}"
-
-
-def _manifest_pieces(head: dict, artifacts: list[Artifact]):
-    """manifest.json in pieces: sorted keys, two-space indent, one artifact record per line."""
-    for i, key in enumerate(sorted([*head, "artifacts"])):
-        yield ("{\n  " if i == 0 else ",\n  ") + json.dumps(key) + ": "
-        if key == "artifacts":
-            yield "["
-            for j, a in enumerate(artifacts):
-                yield ("," if j else "") + "\n    " + json.dumps(a.to_json(), sort_keys=True)
-            yield "\n  ]" if artifacts else "]"
-        else:
-            yield json.dumps(head[key], indent=2, sort_keys=True).replace("\n", "\n  ")
-    yield "\n}\n"
-
-
 class _HashingWriter(io.RawIOBase):
-    def __init__(self, f):
-        self.f, self.h, self.size = f, hashlib.sha256(), 0
+    def __init__(self, f, failed):
+        self.f, self.h, self.size, self.failed = f, hashlib.sha256(), 0, failed
 
     def writable(self):
         return True
 
     def write(self, b):
         b = bytes(b)
-        self.f.write(b)
+        try:
+            self.f.write(b)
+        except OSError as e:
+            raise self.failed(e) from None
         self.h.update(b)
         self.size += len(b)
         return len(b)
@@ -107,31 +79,70 @@ class BundleWriter:
     """Write artifacts into a new bundle and record each one in the manifest.
 
     ``out`` is the final path: a directory, or a file ending in ``.tar.gz``. Raises
-    ``FileExistsError`` when ``out`` already exists: a bundle is never overwritten.
-    Nothing is written outside ``out`` and ``<out>.incomplete``.
+    ``FileExistsError`` (its text says what is there and what to do) when ``out`` or
+    ``<out>.incomplete`` already exists: a bundle is never overwritten, and of two collections racing
+    on one ``out`` only one claims it (:func:`forensics.output.claim`). Raises
+    :class:`~forensics.output.BundleWriteError` when the output cannot be written (under /proc or /sys,
+    read-only, full); a write that fails later raises it too and sets :attr:`write_error`.
+    Nothing is written outside ``out``, ``<out>.incomplete`` and (archiving) ``<out>.part``.
     """
 
     def __init__(self, out: str | os.PathLike):
         self.out = Path(out)
         self.tar = self.out.name.endswith(".tar.gz")
-        if self.out.exists():
-            raise FileExistsError(f"{self.out} already exists; choose another --out")
+        output.refuse_pseudo(self.out)
+        if os.path.lexists(self.out):
+            raise FileExistsError(f"{self.out} already exists (a bundle is never overwritten); "
+                                  "choose another --out")
         stem = self.out.name[: -len(".tar.gz")] if self.tar else self.out.name
         self.dir = self.out.with_name(stem + ".incomplete")
-        self.dir.mkdir(parents=True, exist_ok=False)
-        (self.dir / INCOMPLETE).write_text("collection did not finish; this bundle is not complete\n")
+        output.claim(self.dir)
         self.artifacts: list[Artifact] = []
         self.meta: dict = {}
+        self.write_error: BundleWriteError | None = None  #: the first failed write, if any
         self._dirs: set[str] = set()  #: bundle-relative directories already created (mkdir once each)
+
+    def _failed(self, e: OSError) -> BundleWriteError:
+        """The :class:`BundleWriteError` for a failed write (kept in :attr:`write_error`)."""
+        if isinstance(e, BundleWriteError):
+            return e
+        err = BundleWriteError(f"cannot write the bundle at {self.dir}: {output.describe(e)}", e.errno, self.dir)
+        self.write_error = self.write_error or err
+        return err
+
+    def abandon(self, reason: str) -> Path:
+        """Stop: write a manifest with ``complete: false`` and ``incomplete_reason`` (when the disk
+        allows) and put ``reason`` in the INCOMPLETE marker; the directory keeps its ``.incomplete``
+        name. Returns that directory. Never raises ``OSError``."""
+        head = {**self.meta, "schema": SCHEMA, "tool_version": __version__, "complete": False,
+                "incomplete_reason": reason}
+        head.pop("artifacts", None)
+        try:
+            output.write_manifest(self.dir / MANIFEST, head, self.artifacts)
+        except OSError:
+            pass
+        output.mark(self.dir, reason)
+        return self.dir
 
     # -- writing ---------------------------------------------------------------------------------
     def _target(self, rel: str) -> str:
         rel = _safe_rel(rel)
         parent = os.path.dirname(rel)
         if parent not in self._dirs:
-            (self.dir / parent).mkdir(parents=True, exist_ok=True)
+            try:
+                (self.dir / parent).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise self._failed(e) from None
             self._dirs.add(parent)
         return os.path.join(self.dir, rel)
+
+    def _open(self, rel: str):
+        """``rel``'s file in the bundle, opened for writing; :class:`BundleWriteError` when it cannot be."""
+        target = self._target(rel)
+        try:
+            return open(target, "wb")
+        except OSError as e:
+            raise self._failed(e) from None
 
     def copy(self, root: str | os.PathLike, source: str, rel: str, method: str = "copy",
              limit: int | None = None, notes: tuple[str, ...] = (), keep: list[bytes] | None = None,
@@ -153,9 +164,8 @@ class BundleWriter:
         if transform is not None:
             return self._copy_transformed(src, source, rel, method, limit, notes, transform)
         with src:
-            target = self._target(rel)
-            with open(target, "wb") as out:
-                w = _HashingWriter(out)
+            with self._open(rel) as out:
+                w = _HashingWriter(out, self._failed)
                 remaining = limit
                 truncated = False
                 try:
@@ -172,6 +182,8 @@ class BundleWriter:
                             keep.append(b)
                         if remaining is not None:
                             remaining -= len(b)
+                except BundleWriteError:
+                    raise
                 except OSError as e:
                     a = from_oserror(source, method, e, notes)
                     return self.record(Artifact(rel, source, Status.TRUNCATED if w.size else a.status, method,
@@ -203,16 +215,18 @@ class BundleWriter:
         an exception inside the block records an ``error`` artifact and is re-raised.
         """
         notes = notes if notes is not None else []
-        target = self._target(rel)
-        with open(target, "wb") as raw:
-            w = _HashingWriter(raw)
+        with self._open(rel) as raw:
+            w = _HashingWriter(raw, self._failed)
             stream = io.TextIOWrapper(io.BufferedWriter(w), encoding="utf-8", newline="\n") if text \
                 else io.BufferedWriter(w)
             try:
                 yield stream
                 stream.flush()
             except BaseException as e:
-                stream.flush()
+                try:
+                    stream.flush()
+                except OSError:
+                    pass
                 self.record(Artifact(rel, source, Status.ERROR, method, w.size, w.h.hexdigest(),
                                      message=f"{type(e).__name__}: {e}", notes=tuple(notes)))
                 raise
@@ -234,12 +248,13 @@ class BundleWriter:
         :class:`Artifact`. Raises ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when
         the bundle cannot be written (recorded first, like :meth:`create`, as an ``error`` artifact)."""
         try:
-            with open(self._target(rel), "wb") as fh:
+            with self._open(rel) as fh:
                 fh.write(data)
         except OSError as e:
-            self.record(Artifact(rel, source, Status.ERROR, method, message=f"{type(e).__name__}: {e}",
+            err = self._failed(e)
+            self.record(Artifact(rel, source, Status.ERROR, method, message=f"{type(e).__name__}: {err}",
                                  notes=tuple(notes)))
-            raise
+            raise err from None
         return self.record(Artifact(rel, source, status, method, len(data),
                                     hashlib.sha256(data).hexdigest(), notes=tuple(notes)))
 
@@ -252,7 +267,11 @@ class BundleWriter:
         """Write ``manifest.json``, drop the INCOMPLETE marker and move the bundle to ``out``.
 
         Returns ``(final path, sha256 of manifest.json)``; for a ``.tar.gz`` the directory is archived
-        and removed. The manifest's own hash is what the ticket should record.
+        into ``<out>.part`` (the INCOMPLETE marker left out), which takes the name ``out`` only once
+        complete, and the directory is removed. The manifest's own hash is what the ticket should
+        record. Raises :class:`~forensics.output.BundleWriteError` when the manifest or the archive
+        cannot be written (the directory is kept, marked with the reason, and no ``.part`` is left)
+        and ``FileExistsError`` when ``out`` appeared meanwhile (the bundle stays ``.incomplete``).
         """
         head = dict(self.meta)
         head.update({"schema": SCHEMA, "tool_version": __version__, "complete": True})
@@ -261,22 +280,28 @@ class BundleWriter:
         for piece in _canonical_pieces(head, self.artifacts):
             canonical.update(piece.encode())
         head["self_sha256"] = canonical.hexdigest()
-        digest = hashlib.sha256()
-        with open(self.dir / MANIFEST, "wb") as fh:
-            for piece in _manifest_pieces(head, self.artifacts):
-                b = piece.encode()
-                fh.write(b)
-                digest.update(b)
-        (self.dir / INCOMPLETE).unlink()
+        try:
+            digest = output.write_manifest(self.dir / MANIFEST, head, self.artifacts)
+        except OSError as e:
+            err = self._failed(e)
+            self.abandon(f"manifest.json could not be written: {output.describe(e)}")
+            raise err from None
+        try:
+            output.archive(self.dir, self.out) if self.tar else output.rename_noreplace(self.dir, self.out)
+        except FileExistsError:
+            self.abandon(f"{self.out} appeared while this collection ran (another collection?); "
+                         "this one was kept under the .incomplete name")
+            raise FileExistsError(f"{self.out} was written by another collection meanwhile; this "
+                                  f"collection's bundle is kept in {self.dir}") from None
+        except OSError as e:
+            err = self._failed(e)
+            self.abandon(f"the bundle could not be written as {self.out.name}: {output.describe(e)}")
+            raise err from None
         if self.tar:
-            tmp = self.out.with_name(self.out.name + ".part")
-            with tarfile.open(tmp, "w:gz") as tf:
-                tf.add(self.dir, arcname=self.out.name[: -len(".tar.gz")])
-            os.replace(tmp, self.out)
             shutil.rmtree(self.dir)
         else:
-            os.rename(self.dir, self.out)
-        return self.out, digest.hexdigest()
+            (self.out / INCOMPLETE).unlink()
+        return self.out, digest
 
 
 @dataclass
@@ -310,6 +335,8 @@ class Bundle:
         (``verify``): then each is listed in ``problems``."""
         p = Path(path)
         tmp = None
+        if p.name.endswith(".part"):  # BundleWriter._archive's temporary name
+            raise BundleError(f"{p}: a partial archive left by a collection killed while archiving; not a bundle")
         try:
             st = os.stat(p)
         except OSError:

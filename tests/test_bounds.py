@@ -35,6 +35,32 @@ def test_spent_budget_marks_the_journal_scan_truncated(tmp_path):
     (tmp_path / "emptyroot").mkdir()
     journal.acquire(ctx)
     w.finish()
+    # issue 15 item 14: a budget spent before the journal is reached reads no file, and says so per file
+    # (it used to probe and open every file anyway, then cut the scan)
+    arts = Bundle.open(tmp_path / "b").artifacts()
+    [rec] = [a for a in arts if a.source.endswith("system.journal")]
+    assert rec.status is Status.TRUNCATED and rec.message == "not read: the time budget (--time-budget) was spent"
+    [f] = json.loads((tmp_path / "b/journal/files.json").read_text())
+    assert (f["opened"], f["error"]) == (False, "not read: time budget")
+    assert not any(a.path == "journal/entries.jsonl" for a in arts)
+
+
+def test_a_budget_spent_during_the_scan_marks_it_truncated(tmp_path, monkeypatch):
+    _pid1_journal(tmp_path / "j", 9000)
+    w = BundleWriter(tmp_path / "b")
+    (tmp_path / "emptyroot").mkdir()
+    ctx = CollectContext(root=tmp_path / "emptyroot", writer=w, options={"journal_dirs": [tmp_path / "j"]},
+                         deadline=time.monotonic() + 0.3)
+    from collectors.journal import files as jfiles
+    probe = jfiles._probe
+
+    def slow_probe(f):  # the budget runs out after the file was opened, while its entries are scanned
+        out = probe(f)
+        time.sleep(0.4)
+        return out
+    monkeypatch.setattr(journal, "_probe", slow_probe)
+    journal.acquire(ctx)
+    w.finish()
     rec = {a.path: a for a in Bundle.open(tmp_path / "b").artifacts()}["journal/entries.jsonl"]
     assert rec.status is Status.TRUNCATED and any("time budget" in n for n in rec.notes)
     cov = json.loads((tmp_path / "b/journal/coverage.json").read_text())

@@ -133,7 +133,8 @@ def list_dev(root: str | os.PathLike, pid: int,
     with undecodable name bytes shown as ``\\xNN``; ``raw`` maps each display path to the real
     path (bytes kept as surrogates) for :func:`probe`; ``problems`` are manifest records for what
     could not be read. /proc/<pid>/root is the kernel's magic link to the container's root and is
-    followed on purpose; everything below it is opened relative to a directory descriptor with
+    followed on purpose on the live host only (:func:`_container_root`; under a copied root a link
+    there is recorded as an ``error`` and nothing is listed); everything below it is opened relative to a directory descriptor with
     ``O_NOFOLLOW``, so a /dev, /dev/nvidia-caps or /dev/dri that is a symlink is recorded as one and
     never entered. Directories are listed one level deep, never recursed: the names of
     :data:`WELL_KNOWN` are lstat'ed directly first, then up to :data:`MAX_DEV_SEEN` entries are looked at
@@ -146,8 +147,10 @@ def list_dev(root: str | os.PathLike, pid: int,
     problems: list[Artifact] = []
     source = f"/proc/{pid}/root/dev"
     try:
-        root_fd = os.open(os.path.join(root, "proc", str(pid), "root"), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = _container_root(root, pid)
     except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.realpath(root) != "/":
+            return entries, raw, [_copied_link(root, pid)]
         return entries, raw, [from_oserror(f"/proc/{pid}/root", "lstat", e)]
     try:
         try:
@@ -172,6 +175,39 @@ def list_dev(root: str | os.PathLike, pid: int,
     finally:
         os.close(root_fd)
     return entries, raw, problems
+
+
+def _container_root(root, pid: int) -> int:
+    """An ``O_PATH`` descriptor of the container's root. On the live host (``root`` is ``/``)
+    ``/proc/<pid>/root`` is the kernel's magic link, followed on purpose; under any other root (a
+    copied root, a disk image) it is an ordinary symlink whose text would resolve on the collecting
+    machine, so every component is opened with ``O_NOFOLLOW`` and must be a real directory inside
+    ``root`` (``ELOOP`` / ``ENOTDIR`` otherwise)."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    if os.path.realpath(root) == "/":
+        return os.open(f"/proc/{pid}/root", flags)
+    fd = os.open(root, flags)
+    try:
+        for name in ("proc", str(pid), "root"):
+            nxt = os.open(name, flags | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copied_link(root, pid: int) -> Artifact:
+    """The record for a ``<root>/proc/<pid>/root`` that is a link (or no directory) in a copied root."""
+    try:
+        text = os.readlink(os.path.join(root, "proc", str(pid), "root"))
+    except OSError:
+        text = None
+    what = f"a symlink to {text!r}" if text is not None else "not a directory"
+    return Artifact(None, f"/proc/{pid}/root", Status.ERROR, "lstat", errno=errno.ELOOP,
+                    message=f"/proc/{pid}/root under --root {root} is {what}: outside the live host it would "
+                            "resolve on this machine, not the node, so the container's /dev was not read")
 
 
 def _kind(mode: int) -> str:

@@ -22,7 +22,9 @@ Bundle files (all under ``journal/``):
 - ``files.json``: one record per journal file: ``source``, ``size``, ``sha256``, ``header`` (flags,
   state, sizes, head/tail time), ``opened``, ``error``, ``errno``, and for a file that opened with
   entries ``first_usec`` / ``last_usec`` (its first and last entry, µs UTC, as read at the probe);
-  ``hash_error`` when the file opened but could not be read to its end for the hash.
+  ``hash_error`` when the file opened but could not be read to its end for the hash; ``truncated``
+  (true) when the file shrank while it was read (its ``error`` says from and to what size); ``error``
+  ``not read: time budget`` for a file the time budget did not reach.
 - ``entries.jsonl``: one selected entry per line with all its fields as the journal stores them
   (text as str, non-UTF-8 as ``{"base64": ...}``, repeated fields as lists; unless ``--no-redact``,
   with the credentials :func:`forensics.redact.redact_bytes` recognises replaced, the same policy as
@@ -53,7 +55,8 @@ from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import from_usec, iso_z, parse_iso
-from . import selection, wording as w
+from forensics.output import BundleWriteError
+from . import isolate, selection, wording as w
 from .files import METHOD, _File, _final, _hash_all, _probe
 from .reader import _JournalctlSource, _ReaderSource
 
@@ -93,7 +96,12 @@ def acquire(ctx: CollectContext) -> None:
     :data:`JOURNAL_DIRS` directory or file) into ``journal/`` of ``ctx.writer``'s bundle.
 
     Records every journal file it could not open as an ``error`` / ``unreadable`` artifact, and an
-    ``absent`` one for ``/var/log/journal`` when no journal exists. Raises nothing for bad input.
+    ``absent`` one for ``/var/log/journal`` when no journal exists. The files are read in a child
+    process (:mod:`collectors.journal.isolate`): when it dies (SIGBUS: a file shrank under
+    libsystemd's mmap), each file smaller than when the collection found it is recorded as truncated
+    while read (``error``, and ``truncated`` in files.json) and the others are read again, up to
+    :data:`RETRIES` times. Files the time budget does not reach are recorded as ``truncated``, "not
+    read: time budget". Raises nothing for bad input; ``BundleWriteError`` when the bundle cannot be written.
     """
     files, dirs, refused = _find(ctx)
     if not files and not refused:
@@ -102,8 +110,84 @@ def acquire(ctx: CollectContext) -> None:
                                    message=f"no journal files (*.journal, *.journal~) in {where}"))
     if not files:
         return
+    source = ", ".join(dirs)
+    before = {f: _size(f) for f in files}
+    cut: dict[_File, dict] = {}
+    got: dict[str, dict] = {}
+    failed = None
+    for _attempt in range(RETRIES + 1):
+        left = [f for f in files if f not in cut]
+        if not left:
+            break
+        result, died = isolate.in_child(_read_files, ctx, left, source)
+        if died is None:
+            records, artifacts, failed = result
+            got = {r["source"]: r for r in records}
+            for a in artifacts:
+                ctx.writer.record(a)
+            break
+        _forget_partial(ctx)
+        shrunk = {f: _cut_record(f, before[f], _size(f), died) for f in left
+                  if before[f] is not None and (_size(f) or 0) < before[f]}
+        if not shrunk:
+            ctx.writer.record(Artifact(None, source, Status.ERROR, METHOD,
+                                       message=f"the journal reader died ({died}) and no journal file shrank "
+                                               "meanwhile; the journal's entries are not in this bundle"))
+            got = {f.source: {"source": f.source, "size": before[f], "opened": False,
+                              "error": f"reader died ({died})", "errno": None} for f in left}
+            break
+        cut.update(shrunk)
+    for rec in cut.values():
+        ctx.writer.record(Artifact(None, rec["source"], Status.ERROR, METHOD, message=rec["error"]))
+    records = [got.get(f.source) or cut.get(f) or {"source": f.source, "opened": False,
+                                                   "error": "not read: the reader died too often"} for f in files]
+    ctx.log(f"journal: {len(files)} files, {sum(not r.get('opened') for r in records)} not read")
+    ctx.writer.write_json(FILES, records, source=source, method=METHOD)
+    if failed is not None:  # files.json is written even when selection failed
+        raise failed
+
+
+RETRIES = 3  #: readings of the journal again after a child died with files shrunk
+
+
+def _size(f: _File) -> int | None:
+    try:
+        return os.stat(hostfs.resolve(f.root, f.path)).st_size
+    except OSError:
+        return None
+
+
+def _cut_record(f: _File, was: int, now: int | None, died: str) -> dict:
+    return {"source": f.source, "size": now, "sha256": None, "header": None, "opened": False, "errno": None,
+            "truncated": True,
+            "error": f"truncated while it was read: it shrank from {was} to {now} bytes under libsystemd's mmap "
+                     f"(journald's vacuum, a full disk) and the reader died ({died}); its entries are not in "
+                     "this bundle"}
+
+
+def _forget_partial(ctx) -> None:
+    """Remove what a reader that died may have left in the bundle (rewritten by the next reading)."""
+    for rel in (ENTRIES, BOOTS, COVERAGE):
+        try:
+            os.unlink(os.path.join(ctx.writer.dir, rel))
+        except (OSError, AttributeError):
+            pass
+
+
+def _read_files(ctx: CollectContext, files: list[_File], source: str):
+    """In the child: probe ``files``, select their entries into the bundle; returns ``(files.json
+    records, the manifest records made, the exception selection raised or None)``."""
+    n0, broke = len(ctx.writer.artifacts), None
+    ctx.log = lambda _msg: None  # the parent's progress bar holds locks of a thread not forked here
     records, good, spans = [], [], []
     for f in files:
+        if ctx.expired():
+            rec = {"source": f.source, "size": _size(f), "sha256": None, "header": None, "opened": False,
+                   "errno": None, "error": "not read: time budget"}
+            records.append(rec)
+            ctx.writer.record(Artifact(None, f.source, Status.TRUNCATED, METHOD,
+                                       message="not read: the time budget (--time-budget) was spent"))
+            continue
         rec, fh, failed = _probe(f)
         records.append(rec)
         if fh:
@@ -111,27 +195,32 @@ def acquire(ctx: CollectContext) -> None:
             spans.append((rec.get("first_usec"), rec.get("last_usec"), _final(f, rec)))
         else:
             ctx.writer.record(failed)
-    ctx.log(f"journal: {len(files)} files, {len(files) - len(good)} not readable by this libsystemd")
     # the SHA-256 of every opened file (a gigabyte on a big node) is taken on the other core while
     # the entries are selected: os.pread and hashlib let go of the GIL
     opened = [rec for rec in records if rec["opened"]]
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="journal-hash") as pool:
-            hashed = pool.submit(_hash_all, opened, [fh.fileno() for fh in good])
+            hashed = pool.submit(_hash_all, opened, [fh.fileno() for fh in good], ctx.deadline)
             try:
-                src = _ReaderSource([fh.fileno() for fh in good], spans) if good else _fallback(ctx, files)
+                unread = [f for f, rec in zip(files, records) if rec["error"] != "not read: time budget"]
+                src = _ReaderSource([fh.fileno() for fh in good], spans) if good else \
+                    _fallback(ctx, unread) if unread else None  # none: the time budget reached no file
                 if src is not None:
                     src.deadline = ctx.deadline
                     with closing(src):
-                        _store(ctx, src, ", ".join(dirs), len(files), len(files) - len(good) if good else 0)
+                        _store(ctx, src, source, len(files), len(files) - len(good) if good else 0)
+            except BundleWriteError as e:
+                broke = e
             except OSError as e:
-                ctx.writer.record(Artifact(None, ", ".join(dirs), Status.ERROR, METHOD, errno=e.errno,
+                ctx.writer.record(Artifact(None, source, Status.ERROR, METHOD, errno=e.errno,
                                            message=f"opening the readable journal files together failed: {e}"))
+            except Exception as e:  # a bug, a MemoryError: files.json is still written (by the parent)
+                broke = isolate.portable(e)
             hashed.result()
-    finally:  # the pool has waited for the hashes; files.json is written even when selection failed
+    finally:
         for fh in good:
             fh.close()
-        ctx.writer.write_json(FILES, records, source=", ".join(dirs), method=METHOD)
+    return records, ctx.writer.artifacts[n0:], broke
 
 
 # -- finding files ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 
 from systemd import journal as _sdj
@@ -99,10 +100,14 @@ def _hash(fd: int) -> tuple[int, str]:
     return off, h.hexdigest()
 
 
-def _hash_all(records: list[dict], fds: list[int]) -> None:
+def _hash_all(records: list[dict], fds: list[int], deadline: float | None = None) -> None:
     """Set ``size`` and ``sha256`` of each record from its file; a read error is kept in the
-    record's ``hash_error`` (the file's entries were still read)."""
+    record's ``hash_error`` (the file's entries were still read), and so is ``not hashed: time
+    budget`` for the files left once ``deadline`` (``time.monotonic()``) has passed."""
     for rec, fd in zip(records, fds):
+        if deadline is not None and time.monotonic() >= deadline:
+            rec["hash_error"] = "not hashed: time budget"
+            continue
         try:
             rec["size"], rec["sha256"] = _hash(fd)
         except OSError as e:

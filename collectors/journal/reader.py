@@ -199,6 +199,8 @@ class _ReaderSource:
         the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
         self.pages.check(force=True)
         for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
+            if self.deadline is not None and time.monotonic() >= self.deadline:  # per file, and every CHECK_EVERY entries
+                raise TimeoutError("the collection's time budget was spent (--time-budget)")
             self.r = self.one[fd]
             try:
                 yield from self._walk(groups, start, end)

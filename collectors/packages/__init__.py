@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 
 from forensics import hostfs
 from forensics.redact import TEXT_NOTE, redact_bytes
-from forensics.artifact import Status, errno_name, from_oserror
+from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics.bundle import Bundle
 from forensics.source import CollectContext
 from forensics.events import Coverage, Event, NodeFacts
@@ -45,6 +45,10 @@ from .events import _apt_events, _dpkg_events, _uu_events
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
 GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
+#: bytes copied of one package log (a month of dpkg.log on a busy node is a few MiB; a bigger one, a
+#: sparse file included, is cut here and recorded as truncated, which also bounds the memory a
+#: redacted copy takes: it is read whole, up to this)
+LOG_LIMIT = 64 << 20
 MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
 INFO_DIR = "/var/lib/dpkg/info"
 UNITS = "packages/units.json"
@@ -82,13 +86,20 @@ def acquire(ctx: CollectContext) -> None:
     w = ctx.writer
     redact = ctx.redact
     rotation: dict[str, dict] = {}
+    skipped: set[str] = set()
 
     def copy(log: _Log, name: str, copied: dict) -> None:  # records absent/unreadable itself
         # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password
         scrub = redact_copy(name) if redact and log is not DPKG else None
         path = f"{log.dir}/{name}"
+        if ctx.expired():  # recorded once, though the rotation check after the copies asks again
+            if path not in skipped:
+                skipped.add(path)
+                w.record(Artifact(None, path, Status.TRUNCATED, "copy",
+                                  message="not copied: the time budget (--time-budget) was spent"))
+            return
         copied[name] = pr.identify(ctx.root, path)
-        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub)
+        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub, limit=LOG_LIMIT)
         ctx.log(f"packages: copied {path}")  # a progress note; tests rotate the logs here, as logrotate would
 
     listed = []

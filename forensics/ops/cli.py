@@ -1,7 +1,10 @@
 """Command line (../shared/DESIGN.md "Command line"; stable, scripts depend on it).
 
-Exit codes: 0 done; 1 done but evidence missing or unreadable; 2 usage error; 3 bundle invalid or
-tampered.
+Exit codes: 0 done; 1 done but evidence missing or unreadable; 2 usage error (an output that exists
+or is being written included); 3 bundle invalid or tampered; 4 ``drill``: still exposed; 5 the bundle
+could not be written (full disk, read-only or /proc, /sys output; what was written is kept as
+``<out>.incomplete``, marked with the reason); 130 / 143 interrupted by SIGINT / SIGTERM (the partial
+bundle kept the same way).
 """
 from __future__ import annotations
 
@@ -17,10 +20,28 @@ from pathlib import Path
 from .. import __version__
 from ..artifact import Status
 from ..bundle import Bundle, BundleError, verify
+from ..output import BundleWriteError
 from ..source import option_values
 from ..timeutil import parse_iso
 
-EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
+def _sane_tz() -> str | None:
+    """An invalid ``TZ`` (``UTC+24``, ``-24``: an offset of a day or more) makes the local zone
+    unrepresentable and python-systemd fails at import; the node's zone is read from the node
+    (collectors.node), never from this process's TZ, so such a TZ is replaced by UTC here, before any
+    collector is imported. Returns the value ignored, or ``None``."""
+    import time
+    try:
+        datetime.now().astimezone()
+        return None
+    except (ValueError, OverflowError, OSError):
+        bad = os.environ.get("TZ")
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+        return bad
+
+
+IGNORED_TZ = _sane_tz()
+EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID, EXIT_WRITE = 0, 1, 2, 3, 5
 PROJECT = Path(__file__).resolve().parents[2]
 SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
 
@@ -119,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
     r.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
     r.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
+    r.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
+                   help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
@@ -189,7 +212,7 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
     """``collect`` (and the first half of ``run``): check the arguments, then collect. Each collector
     option's own check (``Option.check``: --since parses, --journal-dir exists, --probe needs root,
     --kubeconfig needs --kube and must exist) raises ``ValueError``, shown as a usage error."""
-    from .pipeline import collect, collector_options
+    from .pipeline import collect, collector_options, interruptible
     root = Path(args.root)
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a directory (give the host's root, e.g. / or /host)")
@@ -203,7 +226,7 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
     out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
     from collectors import COLLECTORS
     try:
-        with _progress(len(COLLECTORS)) as log:
+        with interruptible(), _progress(len(COLLECTORS)) as log:
             path, digest, arts = collect(root, out, options=options, incidents=incidents, node_name=args.node,
                                          argv=argv, log=log, redact=not args.no_redact, time_budget=args.time_budget)
     except FileExistsError as e:
@@ -299,7 +322,7 @@ def _upload(bundle: Path, args) -> int:
     try:
         recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
                       auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,
-                      ca_bundle=args.upload_ca)
+                      ca_bundle=args.upload_ca, deadline_s=args.upload_timeout)
     except UploadError as e:
         raise UsageError(f"--upload-url: {e}") from None
     side = archive.with_name(archive.name + ".upload.json")
@@ -370,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     VERBOSITY.update(quiet=args.quiet, verbose=args.verbose)
+    if IGNORED_TZ is not None:
+        print(f"gpu-forensics: note: TZ={IGNORED_TZ!r} is not a valid time zone; ignored (UTC used)", file=sys.stderr)
     full = ["gpu-forensics"] + argv
     try:
         if args.cmd == "collect":
@@ -400,8 +425,22 @@ def main(argv: list[str] | None = None) -> int:
     except BundleError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_INVALID
+    except BundleWriteError as e:
+        kept = f"; what was written is kept, marked incomplete, in {e.kept}" if e.kept else ""
+        print(f"gpu-forensics: error: {e}{kept}", file=sys.stderr)
+        return EXIT_WRITE
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        print("gpu-forensics: interrupted by SIGINT", file=sys.stderr)
+        return 128 + 2
+    except BaseException as e:
+        from .pipeline import Interrupted
+        if not isinstance(e, Interrupted):
+            raise
+        kept = f"; the partial bundle is kept, marked incomplete, in {e.kept}" if e.kept else ""
+        print(f"gpu-forensics: interrupted by {e.name}{kept}", file=sys.stderr)
+        return 128 + e.signum
     return EXIT_USAGE
 
 

@@ -12,6 +12,7 @@ import gc
 import os
 import platform
 import shlex
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ..artifact import Artifact, Status
 from ..bundle import Bundle, BundleWriter
+from ..output import BundleWriteError
 from ..redact import description as redaction_description, redact_argv
 from ..source import FACT_KEYS, CollectContext, Option, Reading, Readings, option_values, recorded_options
 from ..timeutil import iso_z
@@ -51,7 +53,10 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
     whole run: collectors check ``ctx.expired()`` and mark what they hold as truncated; a collector
     not yet started when it is spent is recorded as truncated.
     Returns ``(bundle path, manifest sha256, artifacts)``. Raises ``FileExistsError`` when ``out``
-    exists, ``ValueError`` for an option name no collector declares.
+    exists, ``ValueError`` for an option name no collector declares, :class:`BundleWriteError` when
+    the bundle cannot be written (collection stops at the first failed write; ``kept`` names the
+    partial bundle, marked incomplete with the reason) and :class:`Interrupted` on SIGINT/SIGTERM
+    (when :func:`interruptible` is in force; the partial bundle is kept the same way).
     """
     from collectors import COLLECTORS
 
@@ -64,19 +69,16 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
                          deadline=time.monotonic() + time_budget if time_budget else None)
     # before the collectors: the metrics queries select the node by this name
     ctx.node.hostname_override = node_name or None
-    for mod in COLLECTORS:
-        name = mod.NAME
-        log(f"collecting {name}")
-        if ctx.expired():
-            writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
-                                   message=f"not run: the {time_budget:.0f} s time budget was spent"))
-            continue
-        try:
-            mod.acquire(ctx)
-        except Exception as e:  # a collector bug must not cost the other sources
-            writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
-                                   message=f"{type(e).__name__}: {e}",
-                                   notes=(traceback.format_exc(limit=3)[-800:],)))
+    try:
+        _run_collectors(COLLECTORS, ctx, writer, log, time_budget)
+    except Interrupted as e:
+        e.kept = writer.abandon(f"interrupted by {e.name} while collecting")
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT, writer.abandon("interrupted by SIGINT while collecting")) from None
+    if writer.write_error is not None:
+        raise BundleWriteError(writer.write_error.message, writer.write_error.errno,
+                               writer.abandon(f"stopped: {writer.write_error.message}"))
     writer.meta.update({
         "node": ctx.node.name,
         "node_facts": ctx.node.manifest(),
@@ -90,8 +92,62 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
         # what each option was (those whose Option has ``record``), and the tool's own budget
         "options": {**recorded_options(declared, values), "time_budget_s": time_budget},
     })
-    path, digest = writer.finish()
+    try:
+        path, digest = writer.finish()
+    except Interrupted as e:
+        e.kept = writer.abandon(f"interrupted by {e.name} while finishing") if writer.dir.is_dir() else None
+        raise
     return path, digest, writer.artifacts
+
+
+def _run_collectors(collectors, ctx: CollectContext, writer: BundleWriter, log, time_budget) -> None:
+    """Every collector's ``acquire``, in order, until the bundle cannot be written any more."""
+    for mod in collectors:
+        name = mod.NAME
+        log(f"collecting {name}")
+        if ctx.expired():
+            writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
+                                   message=f"not run: the {time_budget:.0f} s time budget was spent"))
+            continue
+        try:
+            mod.acquire(ctx)
+        except Exception as e:  # a collector bug must not cost the other sources
+            if isinstance(e, BundleWriteError):
+                writer._failed(e)
+            writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
+                                   message=f"{type(e).__name__}: {e}",
+                                   notes=(traceback.format_exc(limit=3)[-800:],)))
+        if writer.write_error is not None:  # a full or read-only disk: what follows could not be kept
+            return
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (:func:`interruptible`); ``kept`` is the partial bundle, once kept.
+    A ``BaseException``, so that no collector's ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int, kept: Path | None = None):
+        super().__init__(signum)
+        self.signum, self.kept = signum, kept
+        self.name = signal.Signals(signum).name
+
+
+@contextmanager
+def interruptible():
+    """SIGINT and SIGTERM (a DaemonSet's pod being deleted) raise :class:`Interrupted` meanwhile
+    (main thread only; elsewhere nothing changes)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def read_all(bundle: Bundle) -> Readings:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -43,7 +46,8 @@ class UploadError(ValueError):
 
 def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env: str | None = None,
            auth_header_file: Path | None = None, auth_header_name: str = "Authorization", retries: int = 3,
-           backoff: float = 1.0, timeout: float = 30, ca_bundle: Path | None = None) -> list[dict]:
+           backoff: float = 1.0, timeout: float = 30, ca_bundle: Path | None = None,
+           deadline_s: float | None = None) -> list[dict]:
     """Send each of ``files`` to ``url`` and return one record per file, in order:
 
     ``{"file": name, "url": destination with credentials redacted, "method": "PUT"|"POST",
@@ -56,6 +60,10 @@ def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env:
     most one. ``retries``: further tries after the first (so at most ``retries + 1`` requests per
     file), waiting ``backoff * 2**(n-1)`` seconds before try ``n + 1``. ``timeout``: seconds per
     connect and per read. ``ca_bundle``: a PEM file to verify the server's certificate with.
+    ``deadline_s``: seconds for the whole upload, every file and retry together (``--upload-timeout``):
+    a server that trickles one byte a second never trips the per-read ``timeout``, so the whole is
+    bounded by a timer (``SIGALRM``, setitimer(2); in the main thread) that ends the request under
+    way; that file and those not yet sent are recorded as failed with the reason.
 
     A file that fails is recorded (``ok`` false, ``error`` set) and the others are still sent.
     Raises :class:`UploadError` before sending anything when the arguments cannot work.
@@ -76,15 +84,44 @@ def upload(url: str, files: list[Path], *, method: str = "PUT", auth_header_env:
     secrets = _secrets_of(url, secret)
     verify = str(ca_bundle) if ca_bundle else True
     out = []
-    with requests.Session() as s:
+    with requests.Session() as s, _overall(deadline_s):
         s.trust_env = False  # no ~/.netrc credentials or proxy settings picked up behind the user's back
+        late = None
         for p in paths:
             dest = _put_url(parts, p.name) if method == "PUT" else url
             rec = {"file": p.name, "url": rd.redact_url(dest, keep_names=True, mark=REDACTED), "method": method,
                    "size": p.stat().st_size, "sha256": _sha256(p), "status": None, "attempts": 0, "ok": False, "error": None}
-            _send(s, rec, p, dest, headers, verify, retries, backoff, timeout, secrets)
             out.append(rec)
+            if late is None:
+                try:
+                    _send(s, rec, p, dest, headers, verify, retries, backoff, timeout, secrets)
+                    continue
+                except DeadlinePassed as e:
+                    late = str(e)
+            rec["error"] = late if rec["attempts"] else f"not sent: {late}"
     return out
+
+
+class DeadlinePassed(Exception):
+    """The upload's overall deadline (``deadline_s``) passed; raised by the timer inside a request."""
+
+
+@contextmanager
+def _overall(deadline_s: float | None):
+    """Raise :class:`DeadlinePassed` wherever the upload stands once ``deadline_s`` seconds have gone."""
+    if not deadline_s or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(_signum, _frame):
+        raise DeadlinePassed(f"the upload's overall deadline of {deadline_s:g} s passed (--upload-timeout)")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, deadline_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _send(s, rec, path, dest, headers, verify, retries, backoff, timeout, secrets) -> None:

@@ -1,0 +1,72 @@
+"""Reading journal files in a child process, so that a file cut short under libsystemd costs that file only.
+
+libsystemd reads a journal file through ``mmap``; when the file shrinks while it is mapped
+(journald's vacuum deleting or truncating it, a full disk), touching a page past the new end raises
+SIGBUS (mmap(2): "Attempted access to a portion of the buffer that does not correspond to the
+file"), which kills the whole process. :func:`in_child` runs the reading in a ``fork`` ed child and
+hands back what it returned (pickled through a pipe), or how it died.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import traceback
+
+
+def portable(e: Exception) -> Exception:
+    """``e`` itself when it survives pickling, else a ``RuntimeError`` naming it."""
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}")
+
+
+def in_child(fn, *args):
+    """Run ``fn(*args)`` in a forked child. Returns ``(result, None)``, or ``(None, how)`` when the
+    child died: ``how`` is the signal's name (``"SIGBUS"``) or ``"exit N"``. Raises what ``fn``
+    raised when it raised an ``Exception`` (:func:`portable`; its traceback goes to stderr). An
+    interruption of this process (``KeyboardInterrupt``, any ``BaseException`` while waiting) kills
+    and reaps the child before it propagates."""
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            try:
+                out = ("ok", fn(*args))
+            except Exception as e:
+                traceback.print_exc(limit=4)
+                out = ("raised", portable(e))
+            data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(w, "wb") as fh:
+                fh.write(data)
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        raise
+    if os.WIFSIGNALED(status):
+        return None, signal.Signals(os.WTERMSIG(status)).name
+    if os.WEXITSTATUS(status) or not data:
+        return None, f"exit {os.WEXITSTATUS(status)}"
+    kind, value = pickle.loads(data)
+    if kind == "raised":
+        raise value
+    return value, None

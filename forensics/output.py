@@ -1,0 +1,200 @@
+"""Claiming a bundle's output path, and the faults of writing it (used by :class:`forensics.bundle.BundleWriter`).
+
+A collection claims ``<out>.incomplete/`` with one ``mkdir`` (atomic: of two collections racing on
+one ``--out`` only one gets it) and writes its ``INCOMPLETE`` marker there: the first line says what
+it is, then ``pid:``, ``started:`` and, once it is known, ``reason:`` (why the collection stopped).
+The finished bundle takes its final name without replacing anything (``renameat2`` with
+``RENAME_NOREPLACE``, rename(2); ``link`` for an archive), so a bundle whose hash was printed is never
+overwritten by a later one. The manifest is written here in pieces (:func:`manifest_pieces`) and its
+own hash taken the same way (:func:`canonical_pieces`), without the whole text in memory.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import errno
+import hashlib
+import os
+import tarfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+INCOMPLETE = "INCOMPLETE"
+MARKER = "collection did not finish; this bundle is not complete\n"
+#: outputs refused before anything is written: kernel file systems, where "writing a file" is a
+#: kernel interface (a mkdir under /sys/fs/cgroup makes a cgroup), never a place for evidence
+PSEUDO = ("/proc", "/sys")
+
+
+class BundleWriteError(OSError):
+    """The bundle could not be written (full disk, read-only output, /proc or /sys).
+    ``kept`` is the partial bundle directory left behind (marked ``INCOMPLETE`` with the reason),
+    or ``None`` when nothing could be kept. Exit code 5 (:mod:`forensics.ops.cli`)."""
+
+    def __init__(self, message: str, err: int | None = None, kept: Path | None = None):
+        super().__init__(err, message)
+        self.message, self.kept = message, kept
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return BundleWriteError, (self.message, self.errno, self.kept)
+
+
+def describe(e: OSError) -> str:
+    """``strerror (ENAME)`` of an ``OSError`` in one line."""
+    name = errno.errorcode.get(e.errno or 0)
+    return f"{e.strerror or e}" + (f" ({name})" if name else "")
+
+
+def refuse_pseudo(out: Path) -> None:
+    """Raise :class:`BundleWriteError` when ``out`` lies under /proc or /sys (after symlinks)."""
+    real = os.path.realpath(out)
+    for p in PSEUDO:
+        if real == p or real.startswith(p + "/"):
+            raise BundleWriteError(f"{out}: the output is under {p}, a kernel file system; "
+                                   "give --out on a real disk (e.g. /var/tmp/...)", errno.EINVAL)
+
+
+def claim(dir_: Path) -> None:
+    """Make ``dir_`` (the ``.incomplete`` directory) and its marker. Raises ``FileExistsError`` with
+    what is there and what to do when it exists (another collection running, or one that stopped),
+    :class:`BundleWriteError` when it cannot be made."""
+    try:
+        dir_.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise FileExistsError(leftover(dir_)) from None
+    except OSError as e:
+        raise BundleWriteError(f"cannot write the bundle at {dir_}: {describe(e)}", e.errno) from None
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        (dir_ / INCOMPLETE).write_text(f"{MARKER}pid: {os.getpid()}\nstarted: {stamp}\n")
+    except OSError as e:
+        raise BundleWriteError(f"cannot write the bundle at {dir_}: {describe(e)}", e.errno) from None
+
+
+def marker(dir_: Path) -> dict:
+    """The ``key: value`` lines of ``dir_``'s INCOMPLETE marker (empty when unreadable)."""
+    try:
+        text = (dir_ / INCOMPLETE).read_text(errors="replace")[:4096]
+    except OSError:
+        return {}
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def _alive(pid: str | None) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (TypeError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return int(pid) != os.getpid()
+
+
+def leftover(dir_: Path) -> str:
+    """One line on an existing ``.incomplete`` directory: a running collection's, or a leftover."""
+    m = marker(dir_)
+    if _alive(m.get("pid")):
+        return (f"{dir_} is being written by another collection (pid {m['pid']}, started {m.get('started', '?')}); "
+                "wait for it to finish or choose another --out")
+    why = f" ({m['reason']})" if m.get("reason") else ""
+    return (f"{dir_} is left from a collection that did not finish{why}: it is a partial bundle, kept as evidence; "
+            "move it away (or delete it) to reuse this --out, or choose another --out")
+
+
+def mark(dir_: Path, reason: str) -> None:
+    """Add ``reason:`` to ``dir_``'s INCOMPLETE marker (re-creating it when missing). Best effort: on a
+    full disk the marker made at the start stays as it was."""
+    m = marker(dir_)
+    m["reason"] = " ".join(reason.split())
+    body = MARKER + "".join(f"{k}: {v}\n" for k, v in m.items())
+    try:
+        with open(dir_ / INCOMPLETE, "r+" if (dir_ / INCOMPLETE).exists() else "w") as fh:
+            fh.write(body)
+            fh.truncate()
+    except OSError:
+        pass
+
+
+def _renameat2():
+    try:
+        f = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return f
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` unless ``dst`` exists (``FileExistsError``), atomically where the
+    file system offers ``RENAME_NOREPLACE`` (rename(2); ext4, xfs, btrfs, tmpfs), else by a check
+    just before the rename."""
+    f = _renameat2()
+    if f is not None:
+        at_fdcwd, noreplace = -100, 1
+        if f(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), noreplace) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(code, os.strerror(code), str(dst))
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+    os.rename(src, dst)
+
+
+def canonical_pieces(head: dict, artifacts: list):
+    """The text :func:`forensics.bundle.canonical_sha256` hashes, for ``head`` plus ``"artifacts"``, in pieces: the
+    same bytes as ``json.dumps(manifest, sort_keys=True, separators=(",", ":"))`` (a dict is
+    ``{`` + ``"key":value`` joined by ``,`` + ``}``), without the whole text in memory."""
+    compact = {"sort_keys": True, "separators": (",", ":")}
+    for i, key in enumerate(sorted([*head, "artifacts"])):
+        yield ("{" if i == 0 else ",") + json.dumps(key) + ":"
+        if key == "artifacts":
+            yield "["
+            for j, a in enumerate(artifacts):
+                yield ("," if j else "") + json.dumps(a.to_json(), **compact)
+            yield "]"
+        else:
+            yield json.dumps(head[key], **compact)
+    yield "}"
+
+
+def manifest_pieces(head: dict, artifacts: list):
+    """manifest.json in pieces: sorted keys, two-space indent, one artifact record per line."""
+    for i, key in enumerate(sorted([*head, "artifacts"])):
+        yield ("{\n  " if i == 0 else ",\n  ") + json.dumps(key) + ": "
+        if key == "artifacts":
+            yield "["
+            for j, a in enumerate(artifacts):
+                yield ("," if j else "") + "\n    " + json.dumps(a.to_json(), sort_keys=True)
+            yield "\n  ]" if artifacts else "]"
+        else:
+            yield json.dumps(head[key], indent=2, sort_keys=True).replace("\n", "\n  ")
+    yield "\n}\n"
+
+
+def write_manifest(path: Path, head: dict, artifacts: list) -> str:
+    """Write manifest.json (:func:`manifest_pieces`) at ``path``; returns its SHA-256 (hex). Raises ``OSError``."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as fh:
+        for piece in manifest_pieces(head, artifacts):
+            b = piece.encode()
+            fh.write(b)
+            digest.update(b)
+    return digest.hexdigest()
+
+
+def archive(dir_: Path, out: Path) -> None:
+    """Archive the bundle directory ``dir_`` (its INCOMPLETE marker left out) into ``<out>.part``, and
+    give it the name ``out`` only once complete, never replacing anything (``link``); the ``.part``
+    is removed either way. Raises ``FileExistsError`` when ``out`` exists, ``OSError`` when writing fails."""
+    tmp = out.with_name(out.name + ".part")
+    try:
+        with tarfile.open(tmp, "w:gz") as tf:
+            tf.add(dir_, arcname=out.name[: -len(".tar.gz")],
+                   filter=lambda m: None if m.name.endswith("/" + INCOMPLETE) else m)
+        os.link(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
