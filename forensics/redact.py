@@ -213,10 +213,12 @@ def redact_text(text: str, p_flag: bool = True) -> str:
     ``Bearer X`` / ``Basic X``, ``NAME=X`` where NAME holds token, secret, passw*, key, auth* or
     credential (the name is kept), and with ``p_flag`` ``-p X`` / ``-pX``; each value becomes a
     :func:`redacted` hash. Already redacted values are left as they are."""
-    text = redact_shapes(text, redacted)  # the ``shapes`` rule (detect-secrets): first, so the same
-    if "://" in text:  # value gets the same hash; each rule runs only when its marker is present
-        text = redact_url_credentials(text)
     low = text.lower()
+    shaped = redact_shapes(text, redacted, low)  # the ``shapes`` rule (detect-secrets): first, so the same
+    if shaped is not text:                       # value gets the same hash
+        text, low = shaped, shaped.lower()
+    if "://" in text:  # each rule runs only when its marker is present: megabytes of junk stay cheap
+        text = redact_url_credentials(text)
     if any(s in low for s in _AUTH_LOW):
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
     if "=" in text and any(w in low for w in ASSIGN_WORDS):
