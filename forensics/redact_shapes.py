@@ -46,7 +46,7 @@ PAT, FLAG, AUTHZ, NAME_VALUE = (
     re.compile(rf"(?i)(?<!\S)--?(?P<n>[\w.\-]*{_CRED}[\w.\-]*)[ \t]+(?![\-<])(\S+)"),
     re.compile(r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?!bearer\b|basic\b|<)"
                r"(?:[A-Za-z][\w\-]*[ \t]+)?(?!<)([^\s\"',;]+)"),
-    re.compile(rf"(?i)(?<![\w\-])[\"']?(?P<n>[\w.\-]*{_CRED}[\w.\-]*)[\"']?[ \t]*(?::=|[:=])[ \t]*"
+    re.compile(rf"(?i)(?<![\w\-])[\"']?(?P<n>[\w.\-]*{_CRED}[\w.\-]*)[\"']?[ \t]*(?::=|=|:(?=[\s\"']))[ \t]*"
                r"[\"']?(?!<|bearer\b|basic\b)([^\s\"',;}<]+)"),
 )
 EXTRA = (PAT, FLAG, AUTHZ, NAME_VALUE)
@@ -71,8 +71,9 @@ FAMILIES = {
     "azure": (r"accountkey", AzureStorageKeyDetector.denylist),
     "flag": (rf"(?<!\S)--?[\w.\-]*?{_CRED}", (FLAG,)),
     "authz": (r"authorization", (AUTHZ,)),
-    # an assignment to a credential name (``password: X``, ``"api_key": "X"``, ``key = X``)
-    "keyword": (r"(?:pass|secret|key|token|auth|credential|contrase)[\w.\-]*[\"'\]]{0,2}[ \t]*(?:[:=]|=>)",
+    # an assignment to a credential name (``password: X``, ``"api_key": "X"``, ``key = X``; a colon
+    # only before a space or quote: ``libsecret-1-0:amd64`` in apt's history is a package)
+    "keyword": (r"(?:pass|secret|key|token|auth|credential|contrase)[\w.\-]*[\"'\]]{0,2}[ \t]*(?:=|:(?=[\s\"']))",
                 _KEYWORD + ((NAME_VALUE, None),)),
 }
 #: names whose values are paths, not secrets (``--key-file``, ``tls.key_file``)
