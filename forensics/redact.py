@@ -28,17 +28,28 @@ The rules (:data:`RULES` says the same in one line each; :func:`description` is 
   command line; :func:`redact_text`, :func:`redact_bytes`): URL credentials (``scheme://user:pass@``
   becomes ``scheme://<redacted>@``), ``Bearer X`` / ``Basic X`` (:data:`AUTH_SCHEMES`), and ``NAME=X``
   where NAME holds one of :data:`ASSIGN_WORDS` (the name is kept); everything else as written.
-- ``urls`` (:func:`redact_url`, one function, two forms): a source recorded in a bundle
+- ``shapes`` (inside the ``text`` rule, :mod:`forensics.redact_shapes`): values of a known secret shape,
+  found by Yelp's detect-secrets plugins (AWS access key ids, GitHub/GitLab/Slack/... tokens, JWTs,
+  private keys with their body, ``password: X`` / ``"password": "X"``) and the few shapes it lacks
+  (``github_pat_``, ``--token X``, ``Authorization: token X``, ``key = X``); a cheap marker scan first,
+  so logs without a marker cost one regex search.
+- ``urls`` (:mod:`forensics.redact_url`: :func:`redact_url`, one function, two forms): a source recorded in a bundle
   (``--prometheus``, ``--dcgm-url``) loses its user info and its whole query (``?<redacted>``); with
   ``keep_names=True`` (the command line's URL arguments, upload destinations) the user name and query
   names stay, the password and every query value become the mark. Upload records use the mark
-  :data:`WORD_MARK` (the URL stays pasteable); bundles :data:`MARK`.
-- ``toml`` (containerd's config.toml and its imports, :func:`redact_toml`): the value of a
-  ``key = value`` line whose last key part holds a credential word becomes a hash in a TOML string (the
-  file still parses), except keys ending in :data:`TOML_FILE_KEYS`; URL credentials anywhere.
+  :data:`WORD_MARK` (the URL stays pasteable); bundles :data:`MARK`. An object-store path token (OCI's
+  ``/p/<token>/``) is hidden in both. Messages (exception texts: requests and urllib3 embed the URL, or its
+  path and query) go through :func:`redact_message`.
+- ``toml`` (containerd's config.toml and its imports, :func:`redact_containerd_toml`): on the parsed
+  file, values under keys holding a credential word or named in :data:`TOML_CRED_KEYS` (registry
+  ``auth`` inline tables, ``Authorization = [...]`` header arrays, ``X-JFrog-Art-Api``) are hashed,
+  except keys ending in :data:`TOML_FILE_KEYS`, and every other string gets the ``text`` rule; the copy
+  keeps its lines when the line rule (:func:`redact_toml`) gives the same values, else it is rewritten
+  with tomli_w; a file with nothing to redact is stored byte for byte; one that does not parse gets the
+  line rule, noted.
 - ``known secrets`` (:func:`scrub`, :func:`secret_parts`, :func:`url_secrets`): a value the tool
-  itself holds (an upload's auth header, its URL's password and query values) is replaced wherever it
-  shows up in a message (a server's error body echoing the header).
+  itself holds (an upload's auth header, its URL's password, path token and query values) is replaced
+  wherever it shows up in a message, in any case (a server's error body echoing the header lower-cased).
 
 :func:`is_redacted` tells the findings a value was removed (ours, or another tool's ``***``).
 
@@ -53,10 +64,12 @@ import hmac
 import json
 import os
 import re
-from urllib.parse import unquote_plus, urlsplit
+import tomllib
 
-MARK = "<redacted>"        #: what replaces URL credentials and query values in bundles and the manifest
-WORD_MARK = "REDACTED"     #: the same in upload records and their log lines (``<>`` are not URL characters)
+import tomli_w
+from .redact_shapes import has_marker, redact_shapes
+from .redact_url import MARK, SCRUB_MIN, WORD_MARK, redact_message, redact_url, scrub, secret_parts, url_secrets
+
 CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
 #: env names whose values are kept (issue 6 item 3; ``*``: any name characters), plus the NVIDIA device
 #: plugin's and HAMi's own settings, which are evidence and hold no secret
@@ -97,15 +110,22 @@ TOML_FILE_KEYS = ("_file", "_path", "_dir")  #: TOML keys naming a file are kept
 _TOML_KEY_PART = r"""(?:[\w\-]+|"[^"\n]*"|'[^'\n]*')"""
 _TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*\s*=\s*)(?P<v>.*?)\s*$")
 _TOML_PLAIN = re.compile(r'"([^"\\]*)"|\'([^\']*)\'')
-#: ``scheme://authority path ?query #fragment`` as written (RFC 3986 section 3; the last ``@`` ends the
-#: user info, as urlsplit takes it)
-_URL_PARTS = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^/?#]*)(?P<path>[^?#]*)"
-                        r"(?:\?(?P<query>[^#]*))?(?:#(?P<frag>.*))?\Z", re.S)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 #: the ``text`` rule in a manifest note (pod logs, journal fields, package logs)
-TEXT_NOTE = f"URL credentials, {'/'.join(AUTH_SCHEMES)} values, NAME=X for credential names"
-SCRUB_MIN = 4  #: a known secret's words and query values shorter than this are not scrubbed from text
+TEXT_NOTE = (f"URL credentials, {'/'.join(AUTH_SCHEMES)} values, NAME=X for credential names, secret shapes "
+             f"(detect-secrets: cloud and forge tokens, private keys, password/key/token assignments)")
+#: TOML keys whose values are credentials whatever they hold (containerd registry ``headers``,
+#: hosts.toml ``[host."...".header]``), in addition to :func:`cred_name` ones; compared lower-cased
+TOML_CRED_KEYS = ("authorization", "proxy-authorization", "x-jfrog-art-api", "x-api-key", "private-token",
+                  "cookie")
 _REDACTED_VALUE = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)
+#: the policy's names, those of :mod:`forensics.redact_url` included
+__all__ = ["ASSIGN_WORDS", "AUTH_SCHEMES", "CDI_PREFIX", "CRED_WORDS", "ENV_ALLOW", "ENV_KEPT",
+           "LAST_APPLIED", "MARK", "RULES", "SCRUB_MIN", "TEXT_NOTE", "TOML_CRED_KEYS", "TOML_FILE_KEYS",
+           "WORD_MARK", "api_annotation_hashed", "cred_name", "description", "env_kept", "is_redacted",
+           "kept_annotation", "redact_args", "redact_argv", "redact_bytes", "redact_containerd_toml",
+           "redact_env", "redact_message", "redact_spec", "redact_text", "redact_toml", "redact_url",
+           "redact_url_credentials", "redacted", "scrub", "secret_parts", "url_secrets"]
 
 
 def _names(words) -> str:
@@ -124,11 +144,16 @@ RULES = (
     ("text", f"in every other string (spec values, pod logs, journal entries, package logs, Kubernetes API "
              f"answers, this command line): URL credentials, {'/'.join(AUTH_SCHEMES)} values and NAME=X "
              f"values where NAME holds {_names(ASSIGN_WORDS)} (logs are otherwise kept as written)"),
+    ("shapes", "in the same strings, values of a known secret shape (detect-secrets plugins: AWS access keys, "
+               "GitHub/GitLab/Slack/Stripe/PyPI/npm tokens, JWTs, private keys whole, password/key/token "
+               "assignments and flags, Authorization: <scheme> X)"),
     ("urls", "URLs of sources (--prometheus, --dcgm-url): user info and the query; URL arguments of "
-             "this command line and upload destinations: passwords and every query value"),
-    ("toml", f"in containerd's config.toml and its imports: values of keys whose last part holds a "
-             f"credential word (registry auth), except keys ending in {_names(TOML_FILE_KEYS)}, and URL "
-             f"credentials"),
+             "this command line, upload destinations and URLs in messages: passwords, every query value and "
+             "object-store path tokens (/p/<token>/); in a query shown without its URL, values of credential "
+             "names"),
+    ("toml", f"in containerd's config.toml and its imports, on the parsed file: values of keys holding a "
+             f"credential word (registry auth), except keys ending in {_names(TOML_FILE_KEYS)}, header "
+             f"values of {_names(TOML_CRED_KEYS)}, and the text and shapes rules in every other string"),
     ("known secrets", "the upload's auth header and URL secrets wherever a message repeats them"),
 )
 
@@ -188,9 +213,12 @@ def redact_text(text: str, p_flag: bool = True) -> str:
     ``Bearer X`` / ``Basic X``, ``NAME=X`` where NAME holds token, secret, passw*, key, auth* or
     credential (the name is kept), and with ``p_flag`` ``-p X`` / ``-pX``; each value becomes a
     :func:`redacted` hash. Already redacted values are left as they are."""
+    low = text.lower()
+    shaped = redact_shapes(text, redacted, low)  # the ``shapes`` rule (detect-secrets): first, so the same
+    if shaped is not text:                       # value gets the same hash
+        text, low = shaped, shaped.lower()
     if "://" in text:  # each rule runs only when its marker is present: megabytes of junk stay cheap
         text = redact_url_credentials(text)
-    low = text.lower()
     if any(s in low for s in _AUTH_LOW):
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
     if "=" in text and any(w in low for w in ASSIGN_WORDS):
@@ -266,13 +294,13 @@ def _plain(text: str) -> bool:
     no ``://`` (URL rule), no ``=`` (``NAME=X`` rule) and no ``b``/``B`` (``Bearer``/``Basic``: no other
     character lowercases to ``b``). Most strings of a spec (paths, capabilities, mount types) are plain,
     and this costs four substring scans instead of a lowercased copy."""
-    return "://" not in text and "=" not in text and "b" not in text and "B" not in text
+    return "://" not in text and "=" not in text and "b" not in text and "B" not in text and not has_marker(text)
 
 
 def _text_unchanged(text: str) -> bool:
     """True when ``redact_text(text, p_flag=False)`` returns ``text`` as it is: none of its rules'
     markers is present (the same tests :func:`redact_text` makes before running a rule)."""
-    if "://" in text:
+    if "://" in text or has_marker(text):
         return False
     low = text.lower()
     return not (any(s in low for s in _AUTH_LOW) or ("=" in text and any(w in low for w in ASSIGN_WORDS)))
@@ -322,65 +350,6 @@ def redact_spec(obj):
     return obj
 
 
-def redact_url(url: str, *, keep_names: bool = False, mark: str = MARK) -> str:
-    """The one URL policy: ``url`` with its secrets replaced by ``mark``, everything else as written.
-
-    ``keep_names=False`` (a source recorded in a bundle: ``--prometheus``, ``--dcgm-url``): the user info
-    and the fragment are dropped and a query is replaced whole, ``https://bob:pw@prom:9090/p?token=x``
-    -> ``https://prom:9090/p?<redacted>``. ``keep_names=True`` (the command line's URL arguments, an
-    upload destination): the user name and the query names stay, the password, a user given without a
-    password, every query value (and a query part without ``=``) and the fragment become ``mark``,
-    ``https://u:p@h/a?X-Amz-Signature=zz`` -> ``https://u:<redacted>@h/a?X-Amz-Signature=<redacted>``.
-    Text that is not ``scheme://...``, or whose port or IPv6 host urlsplit cannot read, comes back as
-    ``mark``. Raises nothing."""
-    m = _URL_PARTS.match(url) if isinstance(url, str) else None
-    try:
-        if m is None:
-            return mark
-        urlsplit(url).port  # a bad port or IPv6 literal: ValueError
-    except ValueError:
-        return mark
-    scheme = url[:url.index("://") + 3]
-    user, _, host = m["auth"].rpartition("@")
-    if not keep_names:
-        return scheme + host + m["path"] + (f"?{mark}" if m["query"] else "")
-    name, colon, _ = user.partition(":")
-    userinfo = (f"{name}:{mark}@" if colon else f"{mark}@") if user else ""
-    query = "&".join(p and (p.partition("=")[0] + "=" + mark if "=" in p else mark)
-                     for p in m["query"].split("&")) if m["query"] is not None else None
-    return (scheme + userinfo + host + m["path"] + ("" if query is None else "?" + query)
-            + ("" if m["frag"] is None else "#" + mark))
-
-
-def url_secrets(url: str) -> list[str]:
-    """What :func:`redact_url` with ``keep_names=True`` hides in ``url``, to :func:`scrub` it from
-    messages: the password (or a user without one), and the query values and fragment of at least
-    :data:`SCRUB_MIN` characters, each as written and percent-decoded. ``[]`` for text that is not a
-    URL. Raises nothing."""
-    m = _URL_PARTS.match(url) if isinstance(url, str) else None
-    if m is None:
-        return []
-    user = m["auth"].rpartition("@")[0]
-    name, colon, password = user.partition(":")
-    out = [password if colon else name] if user else []
-    parts = [p.partition("=")[2] if "=" in p else p for p in (m["query"] or "").split("&")] + [m["frag"] or ""]
-    return [v for v in out if v] + [v for p in parts for v in {p, unquote_plus(p)} if len(v) >= SCRUB_MIN]
-
-
-def secret_parts(value: str) -> list[str]:
-    """A known secret (an auth header's value) and its words of at least :data:`SCRUB_MIN`
-    characters: ``"Bearer abc123"`` -> ``["Bearer abc123", "Bearer", "abc123"]``."""
-    return [value, *(w for w in value.split() if len(w) >= SCRUB_MIN)] if value else []
-
-
-def scrub(text: str, secrets: list[str], mark: str = MARK) -> str:
-    """``text`` with every one of ``secrets`` (known values, e.g. from :func:`secret_parts` and
-    :func:`url_secrets`) replaced by ``mark``, longest first so a whole goes before its parts."""
-    for s in sorted(set(filter(None, secrets)), key=len, reverse=True):
-        text = text.replace(s, mark)
-    return text
-
-
 def redact_argv(argv: list[str]) -> list[str]:
     """The command line as the manifest records it when redaction is on: the ``text`` rule in each
     argument (URL credentials, Bearer/Basic values, credential ``NAME=X``), and an argument that is a
@@ -419,3 +388,46 @@ def is_redacted(value) -> bool:
     """Whether a recorded value was removed by a redaction: ``<redacted hmac:...>``, ``<redacted>``,
     ``REDACTED`` (this module) or another tool's ``***``."""
     return bool(_REDACTED_VALUE.match(str(value)))
+
+
+def _toml_value(key: str, value, cred: bool):
+    """A parsed TOML value with the ``toml`` rule applied: under a credential key (``cred``) every string
+    is hashed; tables are walked (``auth = {username = .., password = ..}`` keeps the user name)."""
+    if isinstance(value, dict):
+        return {k: _toml_value(k, v, _toml_cred(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_toml_value(key, v, cred) for v in value]
+    if isinstance(value, str):
+        return redacted(value) if cred else redact_text(value, p_flag=False)
+    return redacted(str(value)) if cred and not isinstance(value, bool) else value
+
+
+def _toml_cred(key: str) -> bool:
+    low = key.lower()
+    return (low in TOML_CRED_KEYS or cred_name(key)) and not low.endswith(TOML_FILE_KEYS)
+
+
+def redact_containerd_toml(text: str) -> tuple[str, list[str]]:
+    """containerd's ``config.toml`` (or an import, a ``hosts.toml``) as a bundle stores it, and what was
+    done, as ``(text, notes)``: the file is parsed (``tomllib``) and the ``toml`` rule applied to the
+    parsed values (:func:`_toml_value`: inline tables, header arrays, every string through the text and
+    shapes rules). A file with nothing to redact comes back byte for byte; otherwise the line rule
+    (:func:`redact_toml`, layout and comments kept) is used when its result parses to the redacted
+    values, else the redacted values are written as TOML (``tomli_w``) and the notes say so. A file that
+    does not parse gets the line rule, noted. The result parses whenever the input does. Raises
+    nothing (``RecursionError`` aside)."""
+    try:
+        doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        return redact_toml(text), [f"not valid TOML ({str(e)[:120]}): credentials redacted line by line"]
+    safe = _toml_value("", doc, False)
+    if safe == doc:
+        return text, ["nothing to redact: stored as on the node"]
+    lines = redact_toml(text)
+    try:
+        if tomllib.loads(lines) == safe:
+            return lines, ["credential values redacted; every other line as on the node"]
+    except (tomllib.TOMLDecodeError, ValueError):
+        pass
+    return tomli_w.dumps(safe), ["credential values redacted on the parsed file, written back as TOML: "
+                                 "values as on the node, comments and layout not kept"]

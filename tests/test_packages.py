@@ -553,7 +553,8 @@ def test_a_proxy_password_in_apt_history_never_reaches_the_bundle(tmp_path):
     assert (tmp_path / "bundle/packages/apt/history.log.2.gz").read_bytes() == clean
     assert record(b, "/var/log/apt/history.log.2.gz").notes == ()
     assert record(b, "/var/log/apt/history.log").notes == (
-        "credentials redacted in 1 lines (URL credentials, Bearer/Basic values, NAME=X for credential names)",)
+        "credentials redacted in 1 lines (URL credentials, Bearer/Basic values, NAME=X for credential names, "
+        "secret shapes (detect-secrets: cloud and forge tokens, private keys, password/key/token assignments))",)
     assert record(b, "/var/log/apt/history.log.3.gz").notes[1] == \
         "the .gz was cut short on the node: stored recompressed with what it held"
     # and the redacted logs still read: same transactions, package names untouched ("basic" is no scheme)

@@ -32,14 +32,19 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 import requests
 
 from forensics.artifact import Artifact, Status
-from forensics.redact import redact_url
+from forensics.redact import redact_message, redact_url, scrub, url_secrets
 
 METHOD = "prometheus-api"
 MAX_BYTES = 64 << 20
 
 
 class PrometheusError(Exception):
-    """An answer that is not a successful API response (HTTP error, ``status: error``, bad JSON)."""
+    """An answer that is not a successful API response (HTTP error, ``status: error``, bad JSON). Its
+    text goes through :func:`forensics.redact.redact_message` (requests and urllib3 put the URL, or its
+    path and query, in theirs), so it can be stored and printed."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(redact_message(str(message)))
 
 
 class Unreachable(PrometheusError):
@@ -105,6 +110,7 @@ class PromClient:
                  timeout: float = 15.0, budget: float = 60.0, log=lambda m: None):
         self.base, self.writer, self.timeout, self.log = base.rstrip("/"), writer, timeout, log
         parts = urlsplit(self.base)  # user:password travel in session.auth only, never in a URL or message
+        self.secrets = url_secrets(self.base)  # and are scrubbed from the messages kept (with the query's)
         self.fetch_base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         self.deadline = time.monotonic() + budget
         self.entries: list[dict] = []
@@ -151,7 +157,7 @@ class PromClient:
         if "ok" in result:
             return result["ok"]
         if "err" in result:
-            raise Unreachable(f"{type(result['err']).__name__}: {result['err']}")
+            raise Unreachable(scrub(f"{type(result['err']).__name__}: {result['err']}", self.secrets))
         if limit < self.timeout:
             raise BudgetSpent(f"no complete answer within the {limit:.1f} s left of the time budget")
         raise Unreachable(f"no complete answer within {limit:.1f} s")
@@ -279,8 +285,9 @@ def fetch_text(url: str, writer, rel: str, *, ca: str | None = None, timeout: fl
                              timeout=(min(5.0, timeout), timeout))
             body, status = r.content[:MAX_BYTES], r.status_code
     except (requests.RequestException, OSError) as e:
-        writer.record(Artifact(None, src, Status.ERROR, "http-get", message=f"{type(e).__name__}: {e}"))
-        raise PrometheusError(str(e)) from e
+        said = scrub(f"{type(e).__name__}: {e}", url_secrets(url))
+        writer.record(Artifact(None, src, Status.ERROR, "http-get", message=said))
+        raise PrometheusError(said) from None
     with writer.create(rel, src, "http-get", [f"HTTP {status}"], text=False) as f:
         f.write(body)
         if status != 200:  # recorded as an error artifact that keeps the body, and raised

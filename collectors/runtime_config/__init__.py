@@ -37,7 +37,7 @@ from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
-from forensics.redact import redact_toml
+from forensics.redact import redact_containerd_toml
 from forensics.source import CollectContext, Reading
 from .devices import device_nodes
 from . import engines
@@ -119,20 +119,20 @@ def _acquire_containerd(ctx) -> list[dict]:
 
 
 def _copy_redacted(ctx, path: str, rel: str) -> Artifact:
-    """Store a containerd TOML file through :func:`redact_toml` (registry credentials live in it); the
+    """Store a containerd TOML file through :func:`redact_containerd_toml` (registry credentials live in it); the
     manifest record says so. An unreadable file is recorded as :meth:`BundleWriter.copy` would."""
     try:
         with hostfs.open_regular(ctx.root, path) as f:
             data = f.read(FILE_LIMIT + 1)
     except OSError as e:
         return ctx.writer.record(from_oserror(path, "copy-redacted", e))
-    notes = ["credential values (keys holding password, auth, token, secret, key, credential) and URL "
-             "credentials redacted; every other line as on the node"]
+    notes = []
     if len(data) > FILE_LIMIT:
         data = data[:FILE_LIMIT]
         notes.append(f"truncated: only the first {FILE_LIMIT} bytes were read")
-    with ctx.writer.create(rel, path, "copy-redacted", notes=notes, text=False) as fh:
-        fh.write(redact_toml(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+    text, how = redact_containerd_toml(data.decode("utf-8", "surrogateescape"))
+    with ctx.writer.create(rel, path, "copy-redacted", notes=how + notes, text=False) as fh:
+        fh.write(text.encode("utf-8", "surrogateescape"))
     return ctx.writer.artifacts[-1]
 
 
