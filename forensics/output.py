@@ -15,6 +15,7 @@ import json
 import errno
 import hashlib
 import os
+import time
 import tarfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -94,8 +95,15 @@ def _alive(pid: str | None) -> bool:
 
 
 def leftover(dir_: Path) -> str:
-    """One line on an existing ``.incomplete`` directory: a running collection's, or a leftover."""
+    """One line on an existing ``.incomplete`` directory: a running collection's, or a leftover. A claim is a
+    mkdir and then the marker, so a marker without a pid is waited for (up to 2 s) before it is read as a
+    leftover: two collections started together must not call the running one "left"."""
     m = marker(dir_)
+    for _ in range(20):
+        if m.get("pid"):
+            break
+        time.sleep(0.1)
+        m = marker(dir_)
     if _alive(m.get("pid")):
         return (f"{dir_} is being written by another collection (pid {m['pid']}, started {m.get('started', '?')}); "
                 "wait for it to finish or choose another --out")
