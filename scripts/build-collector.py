@@ -3,7 +3,8 @@
 collect`` on a node's own python3 with nothing installed: ``python3 gpu-forensics-collect.pyz collect ...``.
 
 It holds the project's packages (forensics, collectors, reports) and, vendored from the interpreter
-that runs this script, the pure-python libraries collect imports: python-dateutil (2.9 needs no six), PyYAML
+that runs this script, the pure-python libraries collect imports: detect-secrets (the redaction
+shapes), tomli-w, python-dateutil (2.9 needs no six), PyYAML
 (its pure-python loader; the C ``_yaml`` is left out), requests with urllib3, idna, certifi and
 charset_normalizer (its mypyc ``.so`` left out, the ``.py`` sources kept). systemd-python is a C
 extension and cannot run from a zip, so ``systemd.journal`` is scripts/collector/systemd: the same
@@ -23,7 +24,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 PACKAGES = ("forensics", "collectors", "reports")
-VENDORED = ("dateutil", "yaml", "requests", "urllib3", "idna", "certifi", "charset_normalizer")
+VENDORED = ("detect_secrets", "tomli_w", "dateutil", "yaml", "requests", "urllib3", "idna", "certifi",
+            "charset_normalizer")
 MAIN = '''import sys
 from forensics.ops.cli import main
 sys.exit(main())
