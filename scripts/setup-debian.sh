@@ -25,7 +25,7 @@ fi
 if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
 else
-  .venv/bin/python -m pip install -q -e .
+  .venv/bin/python -m pip install -q -e '.[all]'
 fi
 if [ "${1:-}" = "--test" ]; then
   # the suite runs a second time under Debian 12's own python3 (3.11.2: tarfile without filter=),
@@ -35,3 +35,7 @@ if [ "${1:-}" = "--test" ]; then
   .venv-deb/bin/python -m pip install -q -e '.[test]'
 fi
 .venv/bin/python samples/build.py >/dev/null
+# `sudo gpu-forensics ...` (README): sudo runs commands from its secure_path (Debian: /usr/local/bin
+# among them), not from the caller's PATH, so link the venv's command there
+$SUDO ln -sfn "$PWD/.venv/bin/gpu-forensics" /usr/local/bin/gpu-forensics
+echo "gpu-forensics: /usr/local/bin/gpu-forensics -> $PWD/.venv/bin/gpu-forensics"

@@ -9,6 +9,7 @@ bundle kept the same way).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -194,7 +195,8 @@ def _log(msg: str) -> None:
 def _progress(total: int):
     """A rich progress bar on stderr while collectors run; plain notes when stderr is not a TTY
     (nothing with --quiet)."""
-    if VERBOSITY["quiet"] or not sys.stderr.isatty():
+    if VERBOSITY["quiet"] or not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
+        # rich is the "report" extra: a node's collect (the zipapp, a base install) has plain notes
         yield _log
         return
     from rich.console import Console
@@ -369,18 +371,17 @@ def cmd_verify(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    sys.path.insert(0, str(PROJECT / "samples"))
-    import build as sample_build  # samples/build.py
-    sample_build.ensure_journal()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    bundle = out / f"bundle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    argv = ["gpu-forensics", "collect", "--root", str(SAMPLE_ROOT), "--out", str(bundle),
-            "--prometheus", f"file://{sample_build.PROMETHEUS}"]
-    for inc in sample_build.INCIDENTS:
-        argv += ["--incident", inc]
-    ns = build_parser().parse_args(argv[1:])
-    path, _rc = cmd_collect(ns, argv)
+    from .demo import sample
+    with sample() as smp:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        bundle = out / f"bundle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+        argv = ["gpu-forensics", "collect", "--root", str(smp.root), "--out", str(bundle),
+                "--prometheus", f"file://{smp.prometheus}"]
+        for inc in smp.incidents:
+            argv += ["--incident", inc]
+        ns = build_parser().parse_args(argv[1:])
+        path, _rc = cmd_collect(ns, argv)
     ns_a = argparse.Namespace(html=str(out / "report.html"), markdown=str(out / "report.md"),
                               json=str(out / "analysis.json"))
     cmd_analyze(path, ns_a)

@@ -1,0 +1,175 @@
+"""The part of systemd-python's ``systemd.journal`` that collectors/journal uses, over the node's
+``libsystemd.so.0`` with ctypes (sd-journal(3)): ``Reader(files=[fd, ...])`` and the low-level methods
+of systemd-python's ``_Reader`` (src/systemd/_reader.c upstream), with the same return types:
+``_next``/``_previous`` -> bool, ``_get`` -> bytes (KeyError when absent), ``_get_all`` -> {field: bytes,
+or a list of bytes for a repeated field}, ``_get_realtime`` -> int µs, ``_get_monotonic`` -> (int µs,
+16-byte boot id), ``_get_cursor`` -> str, ``query_unique`` -> set of bytes values; a negative return
+from libsystemd raises ``OSError`` with that errno, as _reader.c does.
+"""
+from __future__ import annotations
+
+import ctypes
+import datetime as _datetime
+import os
+
+_lib = ctypes.CDLL("libsystemd.so.0", use_errno=True)
+_p, _sz, _u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
+for _name, _args in {
+        "sd_journal_open_files_fd": [ctypes.POINTER(_p), ctypes.POINTER(ctypes.c_int), ctypes.c_uint, ctypes.c_int],
+        "sd_journal_close": [_p], "sd_journal_next": [_p], "sd_journal_previous": [_p],
+        "sd_journal_seek_head": [_p], "sd_journal_seek_tail": [_p], "sd_journal_seek_realtime_usec": [_p, _u64],
+        "sd_journal_get_data": [_p, ctypes.c_char_p, ctypes.POINTER(_p), ctypes.POINTER(_sz)],
+        "sd_journal_enumerate_data": [_p, ctypes.POINTER(_p), ctypes.POINTER(_sz)],
+        "sd_journal_restart_data": [_p],
+        "sd_journal_get_realtime_usec": [_p, ctypes.POINTER(_u64)],
+        "sd_journal_get_monotonic_usec": [_p, ctypes.POINTER(_u64), ctypes.c_char * 16],
+        "sd_journal_get_cursor": [_p, ctypes.POINTER(ctypes.c_char_p)],
+        "sd_journal_add_match": [_p, ctypes.c_char_p, _sz], "sd_journal_add_disjunction": [_p],
+        "sd_journal_add_conjunction": [_p], "sd_journal_flush_matches": [_p],
+        "sd_journal_set_data_threshold": [_p, _sz], "sd_journal_get_data_threshold": [_p, ctypes.POINTER(_sz)],
+        "sd_journal_query_unique": [_p, ctypes.c_char_p], "sd_journal_restart_unique": [_p],
+        "sd_journal_enumerate_unique": [_p, ctypes.POINTER(_p), ctypes.POINTER(_sz)]}.items():
+    getattr(_lib, _name).argtypes = _args
+    getattr(_lib, _name).restype = None if _name in ("sd_journal_close", "sd_journal_restart_data",
+                                                     "sd_journal_flush_matches", "sd_journal_restart_unique") \
+        else ctypes.c_int
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [_p]
+
+
+def _check(r: int) -> int:
+    if r < 0:
+        raise OSError(-r, os.strerror(-r))
+    return r
+
+
+class _Reader:
+    """sd_journal over the given open file descriptors (sd_journal_open_files_fd(3); the fds are
+    closed by :meth:`close`, as systemd-python's reader owns the files it was given)."""
+
+    def __init__(self, flags=None, path=None, files=None, namespace=None):
+        if files is None or path is not None or namespace is not None:
+            raise ValueError("this stand-in opens files=[fd, ...] only")
+        self._fds = [int(f) for f in files]
+        fds = (ctypes.c_int * len(self._fds))(*self._fds)
+        self._j = _p()
+        _check(_lib.sd_journal_open_files_fd(ctypes.byref(self._j), fds, len(self._fds), 0))
+
+    def close(self) -> None:
+        if self._j:
+            _lib.sd_journal_close(self._j)
+            self._j = _p()
+            for fd in self._fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _step(self, move, skip: int) -> bool:
+        for _ in range(skip):
+            if not _check(move(self._j)):
+                return False
+        return True
+
+    def _next(self, skip: int = 1) -> bool:
+        return self._step(_lib.sd_journal_next, skip)
+
+    def _previous(self, skip: int = 1) -> bool:
+        return self._step(_lib.sd_journal_previous, skip)
+
+    def seek_head(self) -> None:
+        _check(_lib.sd_journal_seek_head(self._j))
+
+    def seek_tail(self) -> None:
+        _check(_lib.sd_journal_seek_tail(self._j))
+
+    def _get(self, field: str) -> bytes:
+        d, n = _p(), _sz()
+        r = _lib.sd_journal_get_data(self._j, field.encode(), ctypes.byref(d), ctypes.byref(n))
+        if r == -2:  # ENOENT
+            raise KeyError(field)
+        _check(r)
+        return ctypes.string_at(d, n.value).split(b"=", 1)[1]
+
+    def _get_all(self) -> dict:
+        out: dict = {}
+        d, n = _p(), _sz()
+        _lib.sd_journal_restart_data(self._j)
+        while _check(_lib.sd_journal_enumerate_data(self._j, ctypes.byref(d), ctypes.byref(n))):
+            k, _, v = ctypes.string_at(d, n.value).partition(b"=")
+            key = k.decode()
+            if key in out:
+                out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [v]
+            else:
+                out[key] = v
+        return out
+
+    def _get_realtime(self) -> int:
+        t = _u64()
+        _check(_lib.sd_journal_get_realtime_usec(self._j, ctypes.byref(t)))
+        return t.value
+
+    def _get_monotonic(self) -> tuple:
+        t, boot = _u64(), (ctypes.c_char * 16)()
+        _check(_lib.sd_journal_get_monotonic_usec(self._j, ctypes.byref(t), boot))
+        return t.value, bytes(boot)
+
+    def _get_cursor(self) -> str:
+        c = ctypes.c_char_p()
+        _check(_lib.sd_journal_get_cursor(self._j, ctypes.byref(c)))
+        try:
+            return c.value.decode()
+        finally:
+            _libc.free(ctypes.cast(c, _p))
+
+    def add_match(self, match) -> None:
+        b = match.encode() if isinstance(match, str) else bytes(match)
+        _check(_lib.sd_journal_add_match(self._j, b, len(b)))
+
+    def add_disjunction(self) -> None:
+        _check(_lib.sd_journal_add_disjunction(self._j))
+
+    def add_conjunction(self) -> None:
+        _check(_lib.sd_journal_add_conjunction(self._j))
+
+    def flush_matches(self) -> None:
+        _lib.sd_journal_flush_matches(self._j)
+
+    def seek_realtime(self, usec: int) -> None:
+        _check(_lib.sd_journal_seek_realtime_usec(self._j, int(usec)))
+
+    @property
+    def data_threshold(self) -> int:
+        n = _sz()
+        _check(_lib.sd_journal_get_data_threshold(self._j, ctypes.byref(n)))
+        return n.value
+
+    @data_threshold.setter
+    def data_threshold(self, size: int) -> None:
+        _check(_lib.sd_journal_set_data_threshold(self._j, size))
+
+    def query_unique(self, field: str) -> set:
+        _check(_lib.sd_journal_query_unique(self._j, field.encode()))
+        out, d, n, skip = set(), _p(), _sz(), len(field) + 1
+        _lib.sd_journal_restart_unique(self._j)
+        while _check(_lib.sd_journal_enumerate_unique(self._j, ctypes.byref(d), ctypes.byref(n))):
+            out.add(ctypes.string_at(d, n.value)[skip:])
+        return out
+
+
+class Reader(_Reader):
+    """systemd-python's ``Reader`` as collectors/journal uses it: ``seek_realtime`` also takes a
+    datetime or float seconds (journal.py upstream)."""
+
+    def seek_realtime(self, realtime) -> None:
+        if isinstance(realtime, _datetime.datetime):
+            realtime = int(realtime.timestamp() * 1000000)
+        elif not isinstance(realtime, int):
+            realtime = int(realtime * 1000000)
+        super().seek_realtime(realtime)

@@ -1,0 +1,78 @@
+"""The single-file collector (scripts/build-collector.py) run by Debian 12's own ``/usr/bin/python3 -I -S``
+(isolated: no user site, no PYTHONPATH; -S: not even Debian's dist-packages, where this host has
+python3-yaml: the standard library alone, which the test checks) on the sample node: its bundle verifies and analyses,
+with the checkout's code, to the verdicts of a collection by the venv's code; its journal, read through
+the node's libsystemd.so.0 with ctypes (scripts/collector/systemd/journal.py), is byte for byte the one
+systemd-python reads from the same files. (systemd-python against the node's own ``journalctl``:
+tests/test_journal.py::test_journalctl_source_selects_the_same_entries.)
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from forensics.bundle import verify
+from forensics.ops.cli import main
+
+PROJECT = Path(__file__).resolve().parents[1]
+NODE_PYTHON = "/usr/bin/python3"
+sys.path.insert(0, str(PROJECT / "samples"))
+import build as sample_build  # noqa: E402  samples/build.py
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    """(zipapp path, bundle collected by the zipapp, bundle collected by the venv's code)."""
+    tmp = tmp_path_factory.mktemp("zipapp")
+    sample_build.ensure_journal()
+    pyz = tmp / "gpu-forensics-collect.pyz"
+    r = subprocess.run([sys.executable, str(PROJECT / "scripts" / "build-collector.py"), str(pyz)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    args = ["-q", "collect", "--root", str(sample_build.ROOT), "--prometheus", f"file://{sample_build.PROMETHEUS}"]
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", str(pyz), *args, "--out", str(tmp / "z")], cwd=tmp,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert main([*args, "--out", str(tmp / "v")]) == 0
+    return pyz, tmp / "z", tmp / "v"
+
+
+def test_the_node_python_has_none_of_the_libraries(bundles):
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", "-c", "import importlib.util as u; print([m for m in "
+                        "('systemd', 'yaml', 'dateutil', 'requests', 'jinja2', 'matplotlib') if u.find_spec(m)])"],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
+    pyz = bundles[0]
+    with zipfile.ZipFile(pyz) as z:
+        names = z.namelist()
+    assert "systemd/journal.py" in names and "yaml/loader.py" in names and "__main__.py" in names
+    assert not [n for n in names if n.endswith(".so") or n.startswith(("matplotlib/", "jinja2/", "pandas/"))]
+    assert pyz.stat().st_size < 2_000_000
+
+
+def test_zipapp_bundle_verifies_and_gives_the_venvs_verdicts(bundles, tmp_path):
+    _, z, v = bundles
+    assert verify(z) == []
+    assert main(["-q", "analyze", str(z), "--json", str(tmp_path / "z.json")]) == 0
+    assert main(["-q", "analyze", str(v), "--json", str(tmp_path / "v.json")]) == 0
+    za, va = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("z", "v"))
+    assert za["verdicts"] == va["verdicts"] and len(za["incidents"]) == 2
+    sept = [i for i in za["incidents"] if i["window"]["end"].startswith("2026-09-02")][0]
+    reload = [c for c in sept["causes"] if c["kind"] == "daemon-reload"][0]
+    assert reload["verdict"] == "confirmed" and reload["at"].startswith("2026-09-02T04:05:13")
+    assert reload["requested_by"]["unit"] == "snapd.service"
+
+
+def test_ctypes_libsystemd_reads_what_systemd_python_reads(bundles):
+    _, z, v = bundles
+    for name in ("entries.jsonl", "files.json", "boots.json", "coverage.json"):
+        assert (z / "journal" / name).read_bytes() == (v / "journal" / name).read_bytes(), name
+    entries = [json.loads(line) for line in (z / "journal" / "entries.jsonl").read_text().splitlines()]
+    assert len(entries) == 16
+    caller = [e for e in entries if e.get("MESSAGE", "").startswith("Reloading requested from client PID 48211")]
+    assert len(caller) == 1 and caller[0]["_BOOT_ID"] == "8c2e4f6a1b3d4e5f9a7c6b5d4e3f2a10"
