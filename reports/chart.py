@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import html
 import io
-import math
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
 
-from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, style  # noqa: E402
+from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, place_rows, style  # noqa: E402
 
 FONT = 12          # points at the drawn width; A4 print scales the picture to ~80 %, so ~9.6 pt on paper
 SMALL = 10.5
@@ -44,7 +43,8 @@ MAX_ZOOMS = 8
 LANE_IN = 0.36        # inches between lanes
 LANE_BOTTOM = -0.95  # y limit below the lowest lane (lanes are at 0, 1, ..; the top one's limit is +0.5)
 AXES_PT = WIDTH_IN * 72 * 0.84  # about the width of a panel's plotting area, in points
-LABEL_ANGLE = 55      # degrees: slanted labels of nearby reloads stay apart
+LABEL_ROW_PT = SMALL * 1.45  # one row of the (level) reload labels above the journal lane
+LABEL_GAP_PT = SMALL * 0.8  # room between two labels of one row
 LABEL_SEP_PT = SMALL * 1.9  # reloads closer than this on the page share one label
 _SLACK = timedelta(minutes=1)  # a source that ends this close to the last evidence has no gap there
 MAX_MARKERS = 1500  # per kind and panel: denser markers are merged by pixel column
@@ -266,9 +266,9 @@ def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
                     bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.9})
 
 
-def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str]]:
-    """The reload labels of one panel: ``(time, text)``, one per cluster of reloads closer together
-    than a label's height (a package run can reload systemd several times in a second)."""
+def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str, int, str]]:
+    """The reload labels of one panel: ``(time, text, row, ha)``, one per cluster of reloads closer than a
+    label's height (a package run reloads several times a second); level, in rows (styles.place_rows)."""
     items = [(t, _requester(e, ctx)) for t, _, _, e in _between(ctx, RELOAD, lo, hi)]
     items += [(t, _who(rb) + " (inferred)") for t, rb in ctx.inferred if lo <= t <= hi]
     items.sort(key=lambda x: x[0])
@@ -284,13 +284,18 @@ def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, st
         whos = list(dict.fromkeys(w for _, w in c))
         text = _txt(", ".join(whos), 36) + (f" \u00d7{len(c)}" if len(c) > 1 else "")
         out.append((c[0][0], text if overview else f"{text} {_stamp(c[0][0], ctx, seconds=True)}"))
-    return out
+    spans = []
+    for t, text in out:
+        x, w = (t - lo) / (hi - lo) * AXES_PT, _width_pt(text)
+        spans.append((x, x + w) if x + w <= AXES_PT else (x - w, x))  # near the right edge: ends at its reload
+    return [(t, text, row, "left" if span[0] == (t - lo) / (hi - lo) * AXES_PT else "right")
+            for (t, text), span, row in zip(out, spans, place_rows(spans, LABEL_GAP_PT))]
 
 
 def _label_height_pt(labels) -> float:
-    """Vertical room the slanted labels need above the journal lane, in points."""
-    widest = max((_width_pt(t) for _, t in labels), default=0.0)
-    return widest * math.sin(math.radians(LABEL_ANGLE)) + SMALL * 1.6
+    """Vertical room the reload labels' rows need above the journal lane, in points."""
+    rows = max((lb[2] for lb in labels), default=-1) + 1
+    return rows * LABEL_ROW_PT + SMALL * 0.4 if rows else SMALL * 1.6
 
 
 def _width_pt(text: str) -> float:
@@ -332,10 +337,9 @@ def _ink_width(path) -> float:
 
 
 def _draw_labels(ax, labels, yj) -> None:
-    # all slanted the same way, so none cross; one near the right edge may run into the margin,
-    # and the constrained layout makes room for it
-    for t, text in labels:
-        ax.text(t, yj + 0.32, text, rotation=LABEL_ANGLE, rotation_mode="anchor", ha="left", va="bottom",
+    # level, in the rows _reload_labels chose; one near the right edge ends at its reload (ha right)
+    for t, text, row, ha in labels:
+        ax.text(t, yj + 0.32 + row * LABEL_ROW_PT / 72 / LANE_IN, text, ha=ha, va="bottom",
                 fontsize=SMALL, color="#7a0016", zorder=6, clip_on=False)
 
 
@@ -433,6 +437,9 @@ def _inline(svg: str, element_id: str, title: str) -> str:
     svg = re.sub(r'\bid="', f'id="{p}-', svg)
     svg = svg.replace('xlink:href="#', f'xlink:href="#{p}-').replace("url(#", f"url(#{p}-")
     svg = svg.replace("*{stroke-linejoin", f"#{p} *{{stroke-linejoin", 1)
+    # clip ids hash unrounded bounds, which the layout moves in the last bits between runs: number them
+    clips: dict[str, str] = {}
+    svg = re.sub(rf"\b{p}-p[0-9a-f]{{10}}\b", lambda m: clips.setdefault(m.group(), f"{p}-clip{len(clips)}"), svg)
     m = re.match(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
     max_px = round(float(m.group(2)) * 4 / 3) if m else 1000
     svg = re.sub(r'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'

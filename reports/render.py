@@ -7,7 +7,6 @@ command lines) is shown as text, never run.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterator
@@ -19,26 +18,29 @@ from dateutil import parser as _dparser
 from forensics.events import is_context
 from forensics.timeutil import within
 
+from . import ticket
+
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                           trim_blocks=True, lstrip_blocks=True)
-_MD_ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=False,
-                             trim_blocks=True, lstrip_blocks=True)
-_MD_SPECIAL = re.compile(r"([\\<>\[\]|`])")
-_LINE_BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
+md = ticket.md  # the Markdown escaping, kept here for the callers that import it from render
 
 
-def md(value) -> str:
-    """Evidence text made inert in Markdown (autoescape is off for report.md): a backslash, ``<``,
-    ``>``, ``[``, ``]``, ``|`` and backticks are escaped with a backslash, so no HTML tag, link, table
-    cell or code span can be opened from the evidence, and line breaks become spaces, so no heading,
-    list or block can be started. ``None`` becomes the empty string."""
+def shown(value) -> str:
+    """A table cell's value in words: ``True``/``False`` as ``yes``/``no``, ``None`` as ``unknown`` (a
+    fact the node did not show), a list joined with ``", "``; anything else as its text."""
     if value is None:
-        return ""
-    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(value)))
+        return "unknown"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value)
+    return str(value)
 
 
-_MD_ENV.filters["md"] = md
+_ENV.filters["shown"] = shown
+
+
 #: events of context kinds (forensics.events.Kind.context) are shown only this close to an incident window
 NEAR = timedelta(hours=1)
 
@@ -77,24 +79,17 @@ def _html_parts(a: dict) -> Iterator[str]:
         a=a, timeline=shown, hidden=hidden, generated=_now(), chart=markupsafe.Markup(timeline_svg(a))), a)
 
 
-#: ticket bodies beyond this are cut (Jira and GitHub comments read best short); report.html has all
-MD_LIMIT = 4000
+#: ticket bodies beyond this many characters are shortened (about two screens; Jira's own field limit is
+#: 32,767, GitHub's comment limit 65,536). 4000 could not hold the demo's five remedies whole, with their
+#: needs and breaks; report.html has everything
+MD_LIMIT = 8000
 
 
-def markdown(a: dict) -> str:
-    """Paste-ready Markdown for a Jira or GitHub ticket, under :data:`MD_LIMIT` characters: when the
-    node has many incidents or containers the middle is cut, and the last line (the bundle's name and
-    manifest SHA-256) is always kept."""
-    text = integrity_banner(a, markdown=True) + _MD_ENV.get_template("report.md.j2").render(a=a, generated=_now())
-    if len(text) < MD_LIMIT:
-        return text
-    body, _, last = text.rstrip("\n").rpartition("\n")
-    note = "\n\n(cut to fit a ticket; report.html holds everything)\n\n"
-    keep = MD_LIMIT - len(last) - len(note) - 6
-    kept = body[:keep].rsplit("\n", 1)[0]
-    if sum(line.startswith("```") for line in kept.splitlines()) % 2:  # cut inside a remedy's code block
-        kept += "\n```"
-    return kept + note + last + "\n"
+def markdown(a: dict, flavor: str = "markdown") -> str:
+    """Paste-ready text for a ticket (:mod:`reports.ticket`): Markdown, or with ``flavor="jira"`` Jira
+    wiki markup, under :data:`MD_LIMIT` characters by leaving out detail in :data:`reports.ticket.DROP_ORDER`;
+    the verdicts, symptoms, gaps, remedies and the manifest SHA-256 are kept whole."""
+    return ticket.render(a, MD_LIMIT, integrity_banner(a, markdown=flavor), flavor)
 
 
 def to_json(a: dict) -> str:
@@ -113,8 +108,10 @@ def _json_parts(a: dict) -> Iterator[str]:
     yield "\n}\n"
 
 
-def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None) -> list[Path]:
-    """Write whichever outputs have a path; returns the paths written. When the alert audit ran, the
+def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None,
+          flavor: str = "markdown") -> list[Path]:
+    """Write whichever outputs have a path (``md_path`` in ``flavor``, see :func:`markdown`); returns
+    the paths written. When the alert audit ran, the
     suggested rules go beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready;
     ``promtool check rules`` accepts it)."""
     done = []
@@ -126,7 +123,7 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
         rules.write_text(audit["suggested_rules_yaml"], encoding="utf-8")
         done.append(rules)
     # the big ones are written piece by piece: a report of a busy node is tens of MB of text
-    for path, parts in ((html_path, _html_parts), (md_path, lambda a: [markdown(a)]), (json_path, _json_parts)):
+    for path, parts in ((html_path, _html_parts), (md_path, lambda a: [markdown(a, flavor)]), (json_path, _json_parts)):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
@@ -136,9 +133,9 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
 
 
 # -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------
-def integrity_banner(a: dict, markdown: bool = False) -> str:
+def integrity_banner(a: dict, markdown: bool | str = False) -> str:
     """The banner of a bundle that does not match its manifest (``a["integrity"]["verified"]`` false):
-    escaped HTML, or with ``markdown`` a Markdown paragraph; ``""`` for a verified bundle or an
+    escaped HTML, or with ``markdown`` a Markdown paragraph (``"jira"``: Jira wiki markup); ``""`` for a verified bundle or an
     analysis without ``integrity``. It names the first problems and, when ``analysed_anyway``, says
     that ``--allow-tampered`` was given."""
     i = a.get("integrity") or {}
@@ -149,6 +146,8 @@ def integrity_banner(a: dict, markdown: bool = False) -> str:
             + "; ".join(str(p) for p in problems[:3]) + (" ..." if len(problems) > 3 else "") + ")."
             + (" Analysed anyway (--allow-tampered): nothing below can be taken as evidence."
                if i.get("analysed_anyway") else ""))
+    if markdown == "jira":
+        return f"*{ticket.jira(text)}*\n\n"
     if markdown:
         return f"**{md(text)}**\n\n"
     return ('<div role="alert" id="integrity" style="border:3px solid #b00020;background:#fde7ea;color:#5c0011;'

@@ -118,3 +118,17 @@ def gap_lanes(source: str) -> tuple[str, ...]:
     if s in GAP_LANES:
         return GAP_LANES[s]
     return next((lanes for key, lanes in _GAP_SUBSTRINGS if key in s), ())
+
+
+def place_rows(spans: list[tuple[float, float]], gap: float) -> list[int]:
+    """For labels taking the horizontal ``spans`` ``(start, end)`` (points), in drawing order, the row of
+    each: the lowest row where it keeps ``gap`` from every span already there (0 is the lowest)."""
+    rows: list[list[tuple[float, float]]] = []
+    out = []
+    for s, e in spans:
+        row = next((i for i, taken in enumerate(rows) if all(e + gap <= a or b + gap <= s for a, b in taken)), len(rows))
+        if row == len(rows):
+            rows.append([])
+        rows[row].append((s, e))
+        out.append(row)
+    return out

@@ -73,28 +73,74 @@ def jsonl(a: dict, out: TextIO) -> None:
         print(json.dumps(e, default=str, ensure_ascii=True), file=out)
 
 
-def timesketch(a: dict, out: TextIO) -> None:
-    """JSON Lines that Timesketch imports: ``message``, ``datetime`` (ISO 8601 UTC), ``timestamp``
-    (microseconds since the epoch) and ``timestamp_desc`` (what the time means, from
-    :data:`forensics.events.KINDS`), plus ``data_type`` (``gpu_forensics:<kind>``), ``source``,
-    ``node``, ``local_time``, the evidence pointer and each scalar attribute as ``attr_<name>``.
-    Raises ``KeyError`` for an entry whose kind is not in ``KINDS`` (events never have one)."""
+_TS_HEAD = ("message", "timestamp", "datetime", "timestamp_desc")  # Timesketch's CSV header, in its docs' order
+_TRUTH = {"1": True, "0": False, "true": True, "false": False, "yes": True, "no": False}
+
+
+def timesketch_rows(a: dict) -> list[dict]:
+    """The events as Timesketch's rows: ``message``, ``timestamp`` (microseconds since the epoch),
+    ``datetime`` (ISO 8601 UTC), ``timestamp_desc`` (what the time means, from
+    :data:`forensics.events.KINDS`, for every kind), plus ``data_type`` (``gpu_forensics:<kind>``),
+    ``source``, ``node``, ``local_time``, the evidence pointer and each scalar attribute as
+    ``attr_<name>``. An attribute has one JSON type across all rows (Timesketch's index maps each field
+    once; a clash drops events): where one row holds a bool, ``"0"``/``"1"``/``"true"``/``"false"``
+    become bools; any other mix becomes text; ``null`` stays null. Raises ``KeyError`` for an entry
+    whose kind is not in ``KINDS`` (events never have one)."""
+    rows = []
     for e in a["timeline"]:
         ev = e.get("evidence") or {}
-        print(json.dumps({"message": e["summary"], "datetime": e["at"],
-                          "timestamp": int(parse_iso(e["at"]).timestamp() * 1_000_000),
-                          "timestamp_desc": KINDS[e["kind"]].timestamp_desc,
-                          "data_type": f"gpu_forensics:{e['kind']}", "source": e["source"],
-                          "node": a["node"], "local_time": e["local"], "artifact": ev.get("artifact"),
-                          "line": ev.get("line"), "cursor": ev.get("cursor"),
-                          **{f"attr_{k}": v for k, v in (e.get("attrs") or {}).items()
-                             if isinstance(v, (str, int, float, bool)) or v is None}}, default=str,
-                         ensure_ascii=True), file=out)
+        rows.append({"message": e["summary"], "timestamp": int(parse_iso(e["at"]).timestamp() * 1_000_000),
+                     "datetime": e["at"], "timestamp_desc": KINDS[e["kind"]].timestamp_desc,
+                     "data_type": f"gpu_forensics:{e['kind']}", "source": e["source"], "node": a["node"],
+                     "local_time": e["local"], "artifact": ev.get("artifact"), "line": ev.get("line"),
+                     "cursor": ev.get("cursor"),
+                     **{f"attr_{k}": v for k, v in (e.get("attrs") or {}).items()
+                        if isinstance(v, (str, int, float, bool)) or v is None}})
+    kinds: dict[str, set] = {}
+    for r in rows:
+        for k, v in r.items():
+            if k.startswith("attr_") and v is not None:
+                kinds.setdefault(k, set()).add(bool if isinstance(v, bool) else float if isinstance(v, float)
+                                               else int if isinstance(v, int) else str)
+    for k, ts in kinds.items():
+        if len(ts) < 2:
+            continue
+        if ts <= {int, float}:
+            fix = float
+        elif bool in ts and all(str(r[k]).lower() in _TRUTH for r in rows if r.get(k) is not None
+                                and not isinstance(r[k], bool)):
+            fix = lambda v: v if isinstance(v, bool) else _TRUTH[str(v).lower()]  # noqa: E731
+        else:
+            fix = lambda v: (("true" if v else "false") if isinstance(v, bool) else str(v))  # noqa: E731
+        for r in rows:
+            if r.get(k) is not None:
+                r[k] = fix(r[k])
+    return rows
+
+
+def timesketch(a: dict, out: TextIO) -> None:
+    """JSON Lines that Timesketch imports, one :func:`timesketch_rows` row a line (ASCII-escaped)."""
+    for r in timesketch_rows(a):
+        print(json.dumps(r, default=str, ensure_ascii=True), file=out)
+
+
+def timesketch_csv(a: dict, out: TextIO) -> None:
+    """Timesketch's CSV ("Create timeline from JSON/JSONL/CSV file": a header row, the mandatory
+    ``message``, ``datetime``, ``timestamp_desc`` and ``timestamp`` in microseconds first): the
+    :func:`timesketch_rows` with every column any row has, in first-seen order; ``null`` is an empty
+    cell, a bool ``true``/``false``; each cell :func:`inert` with ``csv``."""
+    rows = timesketch_rows(a)
+    cols = list(dict.fromkeys([*_TS_HEAD, *(k for r in rows for k in r)]))
+    w = _csv.writer(out)
+    w.writerow(cols)
+    for r in rows:
+        w.writerow(["" if (v := r.get(c)) is None else ("true" if v else "false") if isinstance(v, bool)
+                    else v if isinstance(v, (int, float)) else inert(v, csv=True) for c in cols])
 
 
 #: format name (``timeline --format``) -> its writer; the first is the default
 FORMATS: dict[str, Callable[[dict, TextIO], None]] = {"table": table, "csv": csv, "jsonl": jsonl,
-                                                      "timesketch": timesketch}
+                                                      "timesketch": timesketch, "timesketch-csv": timesketch_csv}
 
 
 def write(a: dict, fmt: str, out: TextIO) -> None:

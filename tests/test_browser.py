@@ -10,6 +10,7 @@ chromium comes from scripts/browser-deps.sh; when it is missing these tests fail
 """
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -83,7 +84,9 @@ def test_demo_report_in_chromium(browser, demo, artifacts):
         assert " ".join(sentence.split()) in text
     page.screenshot(artifacts / "report-desktop-1280.png", 1280)
     page.screenshot(artifacts / "report-phone-390.png", 390, mobile=True)
-    assert chart_box(page)["right"] <= 390 + 1  # scales down with the page instead of overflowing
+    box = chart_box(page)  # issue 16: on a phone the picture keeps a readable size and scrolls in its figure
+    assert page.evaluate("document.querySelector('figure.chart').getBoundingClientRect().right") <= 390 + 1
+    assert box["width"] >= 700, box
     page.screenshot(artifacts / "report-print-a4.png", A4_PX, media="print")
     box = chart_box(page)
     assert box["right"] <= A4_PX + 1 and box["width"] >= A4_PX * 0.6, box  # fits the paper, still large
@@ -118,4 +121,73 @@ def test_hostile_journal_message_is_shown_as_text_and_runs_nothing(browser, demo
     assert text.count('<script>window.__pwned=1</script>') >= 2  # the incident's symptom and the timeline row
     assert '<img src=x onerror="window.__pwned=2">' in text
     page.screenshot(artifacts / "report-hostile-desktop-1280.png", 1280)
+    page.close()
+
+
+def clip(page, path: Path, selector: str) -> Path:
+    """A PNG of the element ``selector`` at the current emulated width."""
+    r = page.evaluate(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+        return {{x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}}; }})()""")
+    shot = page.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                "clip": {**r, "height": min(r["height"], 8000), "scale": 1}})
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def test_report_on_a_390px_phone(browser, demo, artifacts):
+    """Issue 16: on a 390 px phone the verdict and the exposure table (its "Why" column too) are inside the
+    screen, as cards; the chart's smallest text is at least 9 px; nothing makes the page scroll sideways.
+    Screenshots of the top and of the exposure section are kept."""
+    from reports import chart
+    a = json.loads((demo / "analysis.json").read_text(encoding="utf-8"))
+    report = artifacts / "report.html"
+    report.write_text((demo / "report.html").read_text(encoding="utf-8"), encoding="utf-8")
+    page = browser.page()
+    page.open(report.as_uri())
+    page.screenshot(artifacts / "report-phone-390.png", 390, mobile=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    head = page.evaluate("""(() => { const e = document.querySelector('#headline'), r = e.getBoundingClientRect();
+        return {left: r.left, right: r.right, text: e.innerText, px: parseFloat(getComputedStyle(e).fontSize)}; })()""")
+    assert head["text"] == a["headline"]["text"] and head["left"] >= 0 and head["right"] <= 390 and head["px"] >= 14
+    why = page.evaluate("""[...document.querySelectorAll('#exposure-section table.cards td[data-label="Why"]')].map(td => {
+        const r = td.getBoundingClientRect(); return {left: r.left, right: r.right, text: td.innerText}; })""")
+    assert [w["text"] for w in why] == [c["reason"] for c in a["exposure"]["containers"]]
+    assert why and all(w["left"] >= 0 and w["right"] <= 390 for w in why), why
+    assert page.evaluate("getComputedStyle(document.querySelector('table.cards td')).display") == "block"
+    scale = page.evaluate("""(() => { const s = document.querySelector('#timeline-chart');
+        return s.getBoundingClientRect().width / s.viewBox.baseVal.width; })()""")
+    assert chart.SMALL * scale >= 9, scale  # svg user units are points; 10.5 pt text drawn at >= 9 CSS px
+    clip(page, artifacts / "report-phone-390-top.png", "#verdicts-section")
+    clip(page, artifacts / "report-phone-390-exposure.png", "#exposure-section")
+    page.close()
+
+
+def test_report_tables_read_right_on_a_desktop(browser, demo, artifacts):
+    """Issue 16: time cells never wrap inside a timestamp; the manifest is folded, its counts first; no
+    Python literal in a table cell; no heading holds a raw log line."""
+    a = json.loads((demo / "analysis.json").read_text(encoding="utf-8"))
+    report = artifacts / "report.html"
+    report.write_text((demo / "report.html").read_text(encoding="utf-8"), encoding="utf-8")
+    page = browser.page()
+    page.open(report.as_uri())
+    page.screenshot(artifacts / "report-desktop-1280.png", 1280)
+    lines = page.evaluate("""[...document.querySelectorAll('td.t')].filter(td => !td.querySelector('br')).map(td => {
+        const r = document.createRange(); r.selectNodeContents(td);
+        return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })""")
+    assert len(lines) >= len(a["timeline"]) and set(lines) == {1}
+    counts = {}
+    for r in a["bundle"]["artifacts"]:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    summary = page.evaluate("document.querySelector('#manifest-counts').innerText")
+    assert summary == (f"{len(a['bundle']['artifacts'])} artifacts: "
+                       + ", ".join(f"{n} {st}" for st, n in sorted(counts.items())) + ".")
+    assert page.evaluate("document.querySelector('#manifest-table').open") is False
+    assert page.evaluate("document.querySelector('#manifest-table').getBoundingClientRect().height") < 60
+    assert page.evaluate("document.querySelector('#manifest-table table').checkVisibility()") is False
+    cells = page.evaluate("[...document.querySelectorAll('td')].map(td => td.innerText.trim())")
+    assert not {"True", "False", "None"} & set(cells)
+    assert "no" in cells and "yes" in cells  # systemd_cgroup yes, enable_cdi no in the node settings
+    heads = page.evaluate("[...document.querySelectorAll('h1,h2,h3')].map(h => h.innerText)")
+    assert not any("\\n" in h or "Probe failed" in h for h in heads), heads
+    assert "Incident I2" in heads and page.evaluate("document.body.innerText").count("(legacy)") == 0
     page.close()

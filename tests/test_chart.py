@@ -179,3 +179,22 @@ def test_kubernetes_events_get_their_own_lane_only_when_there_are_some(node3):
     assert "Kubernetes event" in w and "container terminated" in w and "node condition change" in w  # the legend
     for lane in ("journal", "packages", "containers", "DCGM", "GPU capacity"):
         assert lane in w.splitlines()
+
+
+def test_reload_labels_are_level_rows_with_little_room_above_the_lanes(node3):
+    """Issue 16: slanted labels left 40 % of the overview empty above the lanes; level labels in rows
+    take what they need, and no two labels of a panel overlap."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = chart._figure(node3)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    lo, top = ax.get_ylim()
+    lanes = len(ax.get_yticks())
+    assert (top - (lanes - 0.5)) / (top - lo) < 0.25, (lo, top, lanes)
+    texts = [t for t in ax.texts if t.get_color() == "#7a0016"]
+    assert {"snapd.service", "apt-daily-upgrade.service (inferred)"} <= {t.get_text() for t in texts}
+    assert all(t.get_rotation() == 0 for t in texts)
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert all(b.y1 <= ax.get_window_extent(r).y1 for b in boxes)  # inside the panel, under its title

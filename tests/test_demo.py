@@ -92,12 +92,54 @@ def test_demo_metrics_retention_gap_and_alert_audit(demo):
     assert r.returncode == 0 and "SUCCESS: 3 rules found" in r.stdout
 
 
-def test_report_md_is_paste_ready_under_4000_characters(demo):
+def test_report_md_keeps_every_verdict_symptom_gap_and_remedy_whole(demo):
+    """Issue 16: report.md cut symptoms at 160 characters and gap reasons at 90 ("devices.list no longer
+    allows /dev/nvidia0 ..."); now each is whole, with the remedies and the drill to verify them."""
+    from reports import render
     out, a = demo
     md = (out / "report.md").read_text()
-    assert len(md) < 4000
+    assert len(md) < render.MD_LIMIT
     assert md.count("\n- Incident ") == len(a["verdicts"])
     assert "| I1 " in md and "**inferred**" in md and "**confirmed**" in md
+    for inc in a["incidents"]:
+        assert f"- {inc['id']}: {render.md(inc['symptom'])}\n" in md
+    assert any(len(inc["symptom"]) > 160 for inc in a["incidents"])  # the old cut would have hit
+    for g in a["gaps"]:
+        assert f"({render.md(g['reason'])})" in md
+    assert any(len(g["reason"]) > 90 for g in a["gaps"])
+    assert "..." not in md and "Shortened" not in md
+    blocks = re.findall(r"```sh\n(.*?)\n```", md, re.S)
+    assert blocks == [r["change"] for r in a["exposure"]["remedies"]] + ["sudo gpu-forensics drill --yes-reload-systemd"]
+    assert "### How to verify the fix" in md and "systemctl daemon-reload\n" not in md
+    assert md.endswith(f"manifest SHA-256 `{a['bundle']['manifest_sha256']}`.\n")
+
+
+def test_report_md_for_jira_is_wiki_markup(demo, tmp_path):
+    """``--markdown-flavor jira``: h2./h3. headings, ||header|| tables, {code} blocks; no Markdown left."""
+    out, a = demo
+    bundle = next(p for p in out.iterdir() if p.name.startswith("bundle-") and p.is_dir())
+    path = tmp_path / "ticket.txt"
+    assert main(["analyze", str(bundle), "--markdown-flavor", "jira", "--markdown", str(path),
+                 "--html", str(tmp_path / "r.html"), "--json", str(tmp_path / "a.json")]) == 0
+    j = path.read_text()
+    assert j.startswith("h2. GPU forensics: node3-gpu\n") and "\nh3. Verdicts\n" in j and "\nh3. Evidence gaps\n" in j
+    assert "\n||Incident||Window (UTC)||Cause||Verdict||When (UTC)||\n" in j
+    assert "|I2|2026-09-02T04:04:58Z .. 2026-09-02T04:05:27Z|daemon-reload|*confirmed*|2026-09-02T04:05:13|" in j
+    assert j.count("{code:bash}\n") == len(a["exposure"]["remedies"]) + 1 and j.count("\n{code}\n") == j.count("{code:bash}")
+    assert "```" not in j and "### " not in j and "**" not in j
+    assert j.endswith("manifest SHA-256 {{" + a["bundle"]["manifest_sha256"] + "}}.\n")
+
+
+def test_report_md_of_a_node_without_incident_has_no_causes_table_and_no_verify_steps(demo):
+    from reports import render
+    _out, a = demo
+    calm = dict(a, incidents=[], verdicts=[], headline=None,
+                exposure=dict(a["exposure"], remedies=[], verdict="Not exposed: every GPU container has its devices in the spec."))
+    md = render.markdown(calm)
+    assert "### Causes" not in md and "| Incident |" not in md and "### Symptoms" not in md
+    assert "- No incident found." in md and "How to verify the fix" not in md and "### Remedies" not in md
+    html = render.html(calm)
+    assert 'id="verify-fix"' not in html and "gpu-forensics drill" not in html
 
 
 def test_timesketch_export_has_the_columns_timesketch_imports(demo, capsys):
@@ -113,12 +155,25 @@ def test_timesketch_export_has_the_columns_timesketch_imports(demo, capsys):
     assert reload["timestamp"] == 1788321913211000
 
 
-def test_report_md_of_a_big_node_is_cut_but_keeps_the_bundle_hash(demo):
-    from reports import render
+def test_report_md_of_a_big_node_drops_detail_in_order_but_keeps_the_bundle_hash(demo):
+    """Many containers: the per-container list goes (after the alert summary and the excluded causes,
+    DROP_ORDER), the verdicts, gaps and remedies stay whole; with hundreds of gaps the kept parts alone
+    pass the limit, and the text says so rather than cut one."""
+    from reports import render, ticket
     _out, a = demo
     big = dict(a, exposure=dict(a["exposure"], containers=a["exposure"]["containers"] * 200))
     md = render.markdown(big)
-    assert len(md) < render.MD_LIMIT and "cut to fit a ticket" in md
+    assert len(md) < render.MD_LIMIT
+    assert "(Shortened for the ticket: left out alerts, excluded-causes, containers; report.html holds everything.)" in md
+    assert ticket.DROP_ORDER[:3] == ("alerts", "excluded-causes", "containers")
+    assert "- ml/trainer-0: GPU via hook" not in md and "**excluded**" not in md and "| I2 " in md
+    assert "(4 causes excluded by the evidence are left out here.)" in md
+    assert md.count("\n- Incident ") == len(a["verdicts"]) and md.count("```sh") == len(a["exposure"]["remedies"]) + 1
+    assert md.rstrip().endswith(f"`{a['bundle']['manifest_sha256']}`.")
+    huge = dict(big, gaps=a["gaps"] * 40)
+    md = render.markdown(huge)
+    assert len(md) > render.MD_LIMIT and f"alone pass {render.MD_LIMIT} characters" in md
+    assert md.count(f"({render.md(a['gaps'][1]['reason'])})") == 40
     assert md.rstrip().endswith(f"`{a['bundle']['manifest_sha256']}`.")
 
 

@@ -191,7 +191,7 @@ def test_v2_hook_container_reloaded_by_pid1_after_its_creation_is_broken_inferre
         "created) most likely revoked the GPU of hook-injected containers under the systemd driver; 1 container "
         "lost GPU access (1 inferred from a daemon-reload, no probe ran); --probe would settle it")
     assert 'id="headline" class="v headline inferred"' in html
-    assert "<td>yes (inferred)</td>" in html and "systemd <span class=\"meta\">(evidence: runc state.json" in html
+    assert "<td data-label=\"Broken\">yes (inferred)</td>" in html and "systemd <span class=\"meta\">(evidence: runc state.json" in html
     assert "cgroup driver systemd (evidence), at risk: yes, broken: yes (inferred)" in md
 
 
@@ -205,7 +205,7 @@ def test_the_same_reload_forged_by_logger_breaks_nothing(tmp_path):
     assert a["exposure"]["verdict"].startswith("Exposed: 1 container is hook-injected under SystemdCgroup=true; "
                                                "one daemon-reload away")
     assert a["headline"] == {"verdict": "none", "text": "none: no incident was found"}
-    assert "<td>yes (inferred)</td>" not in html
+    assert "<td data-label=\"Broken\">yes (inferred)</td>" not in html
 
 
 def test_a_container_created_after_the_reload_is_at_risk_not_broken(tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import stat
 
 from collectors import runtime_config as rc
@@ -71,6 +73,9 @@ def code_lines_are_commands(exp):
     for r in exp["remedies"]:
         for line in r["change"].splitlines():
             assert line and "(env " not in line and not line.startswith(("Or", "or ")), line
+            words = shlex.split(line, comments=True)  # a shell paste: quotes balanced, a comment is a comment
+            assert not words or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*|[a-z/][a-z0-9._/-]*", words[0]), line
+            assert not any(w.startswith("(") for w in words), line
 
 
 def test_containerd_with_nvidia_chart(tmp_path):

@@ -82,7 +82,8 @@ def test_timesketch_takes_every_kinds_timestamp_desc_from_the_kinds_table():
 def test_an_empty_timeline_gives_only_the_csv_header():
     empty = {"node": None, "timeline": []}
     assert {fmt: run(fmt, empty) for fmt in timeline.FORMATS} == {
-        "table": "", "csv": "at,local,source,kind,summary,artifact,line,cursor\r\n", "jsonl": "", "timesketch": ""}
+        "table": "", "csv": "at,local,source,kind,summary,artifact,line,cursor\r\n", "jsonl": "", "timesketch": "",
+        "timesketch-csv": "message,timestamp,datetime,timestamp_desc\r\n"}
 
 
 #: a journal message as a hostile node can log it: an ANSI colour and screen clear (CSI), an OSC 8
@@ -128,3 +129,40 @@ def test_csv_cells_a_spreadsheet_would_run_start_with_a_quote(cell, shown):
 def test_every_csv_cell_goes_through_the_one_helper():
     rows = list(csv.DictReader(io.StringIO(run("csv", {"node": "n", "timeline": [ROGUE]}))))
     assert rows[0]["cursor"] == "'=cmd|' /C calc'!A0" and rows[0]["source"] == "journal\\x1b[8m"
+
+
+def _gpu_event(at: str, gpu, kind: str = "metrics.dcgm-last-seen") -> dict:
+    return {"at": at, "local": at, "source": "prometheus", "kind": kind, "summary": f"gpu {gpu}",
+            "attrs": {"gpu": gpu, "pid": 7 if gpu is True else 7.5, "uuid": None}, "evidence": {}, "flags": []}
+
+
+MIXED = {"node": "n1", "timeline": [_gpu_event("2026-09-02T04:05:13Z", True), _gpu_event("2026-09-02T04:05:14Z", "0"),
+                                    _gpu_event("2026-09-02T04:05:15Z", "1")]}
+
+
+def test_timesketch_gives_each_attribute_one_json_type_across_rows():
+    """Issue 16: attr_gpu was a bool in some rows and "0"/"1" in others, a mapping clash in Timesketch's index."""
+    rows = [json.loads(x) for x in run("timesketch", MIXED).splitlines()]
+    assert [r["attr_gpu"] for r in rows] == [True, False, True]
+    assert [r["attr_pid"] for r in rows] == [7.0, 7.5, 7.5] and all(type(r["attr_pid"]) is float for r in rows)
+    assert [r["attr_uuid"] for r in rows] == [None, None, None]
+    mixed_text = {"node": "n1", "timeline": [_gpu_event("2026-09-02T04:05:13Z", True),
+                                             _gpu_event("2026-09-02T04:05:14Z", "GPU-5a8e")]}
+    assert [json.loads(x)["attr_gpu"] for x in run("timesketch", mixed_text).splitlines()] == ["true", "GPU-5a8e"]
+
+
+def test_timesketch_csv_is_timesketchs_csv_with_typed_cells():
+    """Timesketch's documented CSV: a header row with message, timestamp, datetime, timestamp_desc first;
+    the timestamp in microseconds, every kind's timestamp_desc from the kinds table."""
+    rows = list(csv.DictReader(io.StringIO(run("timesketch-csv", A))))
+    head = run("timesketch-csv", A).splitlines()[0].split(",")
+    assert head[:4] == ["message", "timestamp", "datetime", "timestamp_desc"]
+    assert [r["message"] for r in rows] == ['configure "nvidia", 1.0', "daemon-reload requested by snapd.service"]
+    assert [int(r["timestamp"]) for r in rows] == [1788321910000000, 1788321913211000]
+    assert [r["timestamp_desc"] for r in rows] == [KINDS["package.dpkg-action"].timestamp_desc,
+                                                    KINDS["journal.reload"].timestamp_desc]
+    assert rows[1]["attr_requester_pid"] == "48211" and rows[0]["attr_requester_pid"] == ""
+    assert rows[0]["line"] == "7" and rows[1]["cursor"] == "s=1;i=2" and "attr_packages" not in head
+    gpu = list(csv.DictReader(io.StringIO(run("timesketch-csv", MIXED))))
+    assert [r["attr_gpu"] for r in gpu] == ["true", "false", "true"]
+    assert build_parser().parse_args(["timeline", "b", "--format", "timesketch-csv"]).format == "timesketch-csv"

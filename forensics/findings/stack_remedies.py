@@ -258,7 +258,14 @@ def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
                       (f"{HOOK_BREAK}: these would stop starting: {'; '.join(users)}" if users else
                        "none seen here: no OCI hook file, Docker, CRI-O or plain runc container uses the standalone "
                        f"hook; {HOOK_BREAK}"),
-                      f"mode is {node['nvidia_runtime_mode'] or 'unknown'} ({node['nvidia_runtime_mode_resolved'] or 'unresolved'});"
+                      f"mode is {_mode(node)};"
                       " legacy mode injects GPUs with a prestart hook outside the spec; toolkit >= 1.18 with mode auto "
                       "already gives jit-cdi through the runtime and leaves the hook legacy"))
     return out
+
+
+def _mode(node: dict) -> str:
+    """The runtime's mode as the config names it, and what it resolves to only where that differs
+    (``auto (resolves to legacy)``, ``legacy``)."""
+    mode, resolved = node["nvidia_runtime_mode"] or "unknown", node["nvidia_runtime_mode_resolved"] or "unresolved"
+    return mode if mode == resolved else f"{mode} (resolves to {resolved})"

@@ -102,6 +102,8 @@ def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
     p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
     p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
     p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
+    p.add_argument("--markdown-flavor", choices=("markdown", "jira"), default="markdown",
+                   help="report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default markdown)")
 
 
 def _expect_arg(p: argparse.ArgumentParser) -> None:
@@ -286,7 +288,7 @@ def cmd_analyze(bundle_path: Path, args) -> int:
         b.close()
     a["integrity"] = integrity
     html, md, js = _report_paths(args, bundle_path)
-    written = render.write(a, html, md, js)
+    written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"))
     for s in a["verdicts"]:
         print(s)
     for p in written:
