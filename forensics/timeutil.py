@@ -8,6 +8,8 @@ the analysing machine's zone.
 from __future__ import annotations
 
 import io
+import os
+import time
 import zoneinfo
 from bisect import bisect_right
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -138,3 +140,18 @@ def human(dt: datetime | None, zone: tzinfo | None = None) -> str:
     off = loc.strftime("%z")
     same_day = loc.date() == u.date()
     return f"{loc.strftime('%Y-%m-%d %H:%M:%S')} {off[:3]}:{off[3:]} ({u.strftime('%H:%M:%S' if same_day else '%Y-%m-%d %H:%M:%S')} UTC)"
+
+
+def sane_tz() -> str | None:
+    """An invalid ``TZ`` (``UTC+24``, ``-24``: an offset of a day or more) makes the local zone
+    unrepresentable and python-systemd fails at import; the node's zone is read from the node
+    (collectors.node), never from this process's TZ, so such a TZ is replaced by UTC here, before any
+    collector is imported. Returns the value ignored, or ``None``."""
+    try:
+        datetime.now().astimezone()
+        return None
+    except (ValueError, OverflowError, OSError):
+        bad = os.environ.get("TZ")
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+        return bad

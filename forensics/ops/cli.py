@@ -23,25 +23,10 @@ from ..artifact import Status
 from ..bundle import Bundle, BundleError, verify
 from ..output import BundleWriteError
 from ..source import option_values
-from ..timeutil import parse_iso
-
-def _sane_tz() -> str | None:
-    """An invalid ``TZ`` (``UTC+24``, ``-24``: an offset of a day or more) makes the local zone
-    unrepresentable and python-systemd fails at import; the node's zone is read from the node
-    (collectors.node), never from this process's TZ, so such a TZ is replaced by UTC here, before any
-    collector is imported. Returns the value ignored, or ``None``."""
-    import time
-    try:
-        datetime.now().astimezone()
-        return None
-    except (ValueError, OverflowError, OSError):
-        bad = os.environ.get("TZ")
-        os.environ["TZ"] = "UTC"
-        time.tzset()
-        return bad
+from ..timeutil import parse_iso, sane_tz
 
 
-IGNORED_TZ = _sane_tz()
+IGNORED_TZ = sane_tz()  # before any collector (python-systemd) is imported
 EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID, EXIT_WRITE = 0, 1, 2, 3, 5
 PROJECT = Path(__file__).resolve().parents[2]
 SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
