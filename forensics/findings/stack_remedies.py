@@ -208,16 +208,21 @@ def bottlerocket(st, node, rendered: dict | None = None) -> list[dict]:
                    "nodes into the spec; the plugin is a host service, so kubectl and Helm remedies do not apply")]
 
 
+def _cdi_spec(st, root, output: str, why: str) -> dict:
+    """The "Generate a CDI spec" remedy: ``nvidia-ctk cdi generate`` into ``output``, with the driver root."""
+    return remedy("Generate a CDI spec for the GPUs", label(st),
+                  [" ".join([f"nvidia-ctk cdi generate --output={output}", *_root_args(root, "--driver-root")])],
+                  "NVIDIA Container Toolkit >= 1.12.0", None, why)
+
+
 def docker(st, runtime, specs_ok: bool, root) -> list[dict]:
     """A Docker host (stacks.md 6): a CDI spec, CDI in dockerd (daemon.json ``features.cdi``), and
     ``--device nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
     d = (runtime.get("stack") or {}).get("docker") or {}
     out = []
     if not specs_ok:
-        out.append(remedy("Generate a CDI spec for the GPUs", label(st),
-                          [" ".join(["nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml", *_root_args(root, "--driver-root")])],
-                          "NVIDIA Container Toolkit >= 1.12.0", None,
-                          "dockerd resolves --device nvidia.com/gpu=... from the specs in /etc/cdi and /var/run/cdi"))
+        out.append(_cdi_spec(st, root, "/etc/cdi/nvidia.yaml",
+                             "dockerd resolves --device nvidia.com/gpu=... from the specs in /etc/cdi and /var/run/cdi"))
     if d.get("cdi") is not True:
         out.append(remedy("Enable CDI in dockerd", label(st),
                           ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
@@ -244,10 +249,7 @@ def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
         return []
     out = []
     if not specs_ok:
-        out.append(remedy("Generate a CDI spec for the GPUs", label(st),
-                          [" ".join(["nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml", *_root_args(root, "--driver-root")])],
-                          "NVIDIA Container Toolkit >= 1.12.0", None,
-                          "the runtime's cdi mode resolves devices from the CDI specs"))
+        out.append(_cdi_spec(st, root, "/var/run/cdi/nvidia.yaml", "the runtime's cdi mode resolves devices from the CDI specs"))
     users = st.get("hook_users") or []
     out.append(remedy("Switch nvidia-container-runtime to CDI mode", label(st),
                       ["nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi"
