@@ -7,115 +7,112 @@ Two failure states matter (../shared/research/formats.md §3-4):
   still exists, with the value 0;
 - **DCGM metrics absent**: dcgm-exporter lost the GPU, so its ``DCGM_FI_*`` series stop while its
   target stays up. A rule that needs the series to exist (``DCGM_FI_DEV_GPU_TEMP > 85``) returns
-  nothing and goes silent along with it; only ``absent()``/``absent_over_time()``, an ``unless`` whose
-  right side is the DCGM series, or an ``or vector(…)`` fallback can fire.
+  nothing and goes silent along with it; ``absent()``, an ``unless`` whose right side is the DCGM
+  series, or an ``or vector(1)`` fallback can fire.
 
-This is a documented **heuristic over the PromQL text**, not a PromQL parser: it looks for metric
-names, ``absent(``, ``unless``, ``vector(`` and comparisons with a number (``== 0``, ``< 1``), and
-resolves recording rules one level deep. Unusual expressions can be misjudged; every verdict carries
-its reason so a reader can check it against the query.
+Each rule's expression is parsed with ``promql-parser`` (Prometheus v2.45's grammar) and evaluated in
+each state over its syntax tree (:mod:`forensics.findings.promql_eval`): the metrics a rule depends on
+are its selectors' names (a name inside a label value or a ``label_replace`` string is not one), through
+recording rules several levels deep. A rule fires (True), stays silent (False), or is undetermined
+(None: its answer depends on values or label matching the expression does not fix, or it does not
+parse: named in ``unparsed``). Every verdict carries its reason. promql-parser belongs to the laptop's
+``report`` extra; where it is not installed the audit says so (``audited`` False) and analysis goes on.
 
-It also writes the rules that would have caught the seed case, as a Prometheus rule file whose
-``groups:`` list is ready to go under ``spec:`` of a Prometheus Operator ``PrometheusRule``
-(rule file format: prometheus/prometheus docs/configuration/alerting_rules.md; ``promtool check
-rules`` accepts it).
+The rules that would have caught the seed case come from :mod:`forensics.findings.alert_rules`.
 """
 from __future__ import annotations
 
-import operator
 import re
-from pathlib import Path
 
-import yaml
+from forensics.findings.alert_rules import RESOURCE, rules_yaml, suggested_rules, write_rules
 
-HEURISTIC = ("heuristic over the PromQL text (no PromQL parser): metric names, absent()/absent_over_time(), "
-             "unless, or vector(), and comparisons with a number; recording rules resolved one level")
-DCGM = re.compile(r"\bDCGM_FI_\w+")
-CAPACITY = re.compile(r"\bkube_node_status_(?:capacity|allocatable)\b")
-COMPARISON = re.compile(r"(==|!=|<=|>=|<|>)\s*(?:bool\s+)?(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)\b")
-OPS = {"==": operator.eq, "!=": operator.ne, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
-DCGM_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+__all__ = ["audit", "audit_of", "rules_yaml", "suggested_rules", "write_rules"]
+METHOD = ("each expression parsed with promql-parser and evaluated in each state: DCGM series gone (exporter up, "
+          "GPUs still advertised) and GPU capacity 0; other series taken to exist; recording rules resolved")
+#: text fallback for an expression that does not parse: does it look like a GPU rule?
+GPU_TEXT = re.compile(r"\bDCGM_FI_\w+|\bkube_node_status_(?:capacity|allocatable)\b|\bup\b\s*\{[^}]*dcgm", re.I)
 
 
-def _calls(text: str, fn: str) -> list[str]:
-    """The argument text of every ``fn(...)`` call in ``text`` (balanced parentheses)."""
-    out = []
-    for m in re.finditer(rf"\b{fn}\s*\(", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
-        out.append(text[m.end():i - 1])
-    return out
+def _parse(pe, q: str):
+    """``(expr, None)`` or ``(None, error text)``."""
+    try:
+        return pe.pp.parse(q), None
+    except ValueError as e:
+        return None, str(e).strip() or "parse error"
 
 
-def _dcgm_absent(q: str) -> tuple[bool, str]:
-    """Does ``q`` fire when the DCGM series are absent (exporter up, metrics gone)? -> (verdict, reason)."""
-    if any(DCGM.search(a) for f in ("absent", "absent_over_time") for a in _calls(q, f)):
-        return True, "absent()/absent_over_time() over a DCGM metric fires when the series are gone"
-    parts = re.split(r"\bunless\b", q)
-    if len(parts) > 1 and any(DCGM.search(p) for p in parts[1:]) and not DCGM.search(parts[0]):
-        return True, "'unless <DCGM series>' fires when the DCGM series are gone and the left side exists"
-    if re.search(r"\bor\b[^()]*\bvector\s*\(", q):
-        return True, "an 'or vector(…)' fallback gives a value even when the DCGM series are gone"
-    if re.search(r"\bup\b\s*\{[^}]*dcgm", q, re.I) and not DCGM.search(q):
-        return False, "watches the exporter target's up, which stays 1 while the DCGM metrics are gone"
-    return False, "needs the DCGM series to exist: it returns nothing, and cannot fire, when they are gone"
+def _judge(pe, expr, state: str, recorded: dict, resource: str) -> tuple[bool | None, str]:
+    v = pe.Evaluator(state, recorded, resource).eval(expr)
+    if v.kind == "some":
+        return True, f"fires: {v.why}"
+    if v.kind == "empty":
+        return False, f"cannot fire: {v.why}"
+    return None, f"undetermined: {v.why}" if v.kind == "unknown" else f"undetermined: the expression is a {v.kind}"
 
 
-def _capacity_zero(q: str) -> tuple[bool, str]:
-    """Does ``q`` fire when GPU capacity/allocatable is 0 (the series exists with value 0)?"""
-    if "nvidia" not in q:
-        return False, "does not select the nvidia_com_gpu resource"
-    comps = COMPARISON.findall(q)
-    if not comps:
-        return True, "no comparison: returns the capacity series whatever its value, 0 included"
-    hits = [f"{op} {num}" for op, num in comps if OPS[op](0.0, float(num))]
-    if hits:
-        return True, f"'{hits[0]}' holds for a capacity of 0"
-    return False, f"'{comps[0][0]} {comps[0][1]}' does not hold for a capacity of 0"
-
-
-def audit(rules_data: dict | None) -> dict:
+def audit(rules_data: dict | None, resource: str = RESOURCE) -> dict:
     """Audit the ``data`` of a ``/api/v1/rules`` answer (``{"groups": [{"name", "file", "rules": […]}]}``,
     docs/querying/api.md "Rules").
 
-    Returns ``{"audited", "heuristic", "alerting_rules", "recording_rules", "fires_when_capacity_zero":
-    [names], "fires_when_dcgm_absent": [names], "silent_when_dcgm_absent": [names], "gpu_rules": [{"name",
-    "group", "file", "query", "for_s", "dcgm_absent", "capacity_zero", "reasons"}], "gap":
-    {"capacity_zero": bool, "dcgm_absent": bool}, "summary", "suggested_rules_yaml"}``. ``gap`` is True
-    when no rule fires in that state. Never raises for a malformed answer (``audited`` is then False).
+    Returns ``{"audited", "method", "alerting_rules", "recording_rules", "fires_when_capacity_zero":
+    [names], "fires_when_dcgm_absent": [names], "silent_when_dcgm_absent": [names], "undetermined": [names],
+    "unparsed": [{"name", "error"}], "gpu_rules": [{"name", "group", "file", "query", "for_s", "state",
+    "depends_on": [selector kinds], "dcgm_absent", "capacity_zero", "reasons"}], "gap": {"capacity_zero":
+    bool, "dcgm_absent": bool}, "summary", "suggested_rules_yaml"}``. ``gap`` is True when no rule is known
+    to fire in that state (the summary names the undetermined ones). Never raises for a malformed
+    answer (``audited`` is then False), nor where promql-parser is not installed.
     """
     groups = (rules_data or {}).get("groups") if isinstance(rules_data, dict) else None
     if not isinstance(groups, list):
         return {"audited": False, "reason": "no rule groups in the answer", "suggested_rules_yaml": rules_yaml()}
+    try:
+        from forensics.findings import promql_eval as pe
+    except ImportError:
+        return {"audited": False, "reason": "promql-parser is not installed (pip install 'gpu-forensics[report]')",
+                "suggested_rules_yaml": rules_yaml()}
     rules = [(g.get("name"), g.get("file"), r) for g in groups for r in g.get("rules") or []]
-    recorded = {r.get("name"): r.get("query", "") for _, _, r in rules if r.get("type") == "recording"}
-    out = {"audited": True, "heuristic": HEURISTIC, "alerting_rules": 0, "recording_rules": len(recorded),
+    recorded = {}
+    for _, _, r in rules:
+        if r.get("type") == "recording" and r.get("name"):
+            expr, err = _parse(pe, r.get("query", ""))
+            recorded[r["name"]] = expr if expr is not None else f"does not parse: {err}"
+    out = {"audited": True, "method": METHOD, "alerting_rules": 0, "recording_rules": len(recorded),
            "fires_when_capacity_zero": [], "fires_when_dcgm_absent": [], "silent_when_dcgm_absent": [],
-           "gpu_rules": []}
+           "undetermined": [], "unparsed": [], "gpu_rules": []}
     for group, file, r in rules:
         if r.get("type") != "alerting":
             continue
         out["alerting_rules"] += 1
         q = r.get("query", "")
-        expanded = q + "".join(f" {body}" for name, body in recorded.items()
-                               if name and re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", q))
-        refs_dcgm, refs_cap = bool(DCGM.search(expanded)), bool(CAPACITY.search(expanded))
-        refs_up = bool(re.search(r"\bup\b\s*\{[^}]*dcgm", expanded, re.I))
-        if not (refs_dcgm or refs_cap or refs_up):
-            continue
         rec = {"name": r.get("name"), "group": group, "file": file, "query": q, "for_s": r.get("duration"),
-               "state": r.get("state"), "dcgm_absent": None, "capacity_zero": None, "reasons": []}
-        if refs_dcgm or refs_up:
-            rec["dcgm_absent"], why = _dcgm_absent(expanded)
+               "state": r.get("state"), "depends_on": [], "dcgm_absent": None, "capacity_zero": None, "reasons": []}
+        expr, err = _parse(pe, q)
+        if expr is None:
+            out["unparsed"].append({"name": rec["name"], "error": err})
+            if GPU_TEXT.search(q):
+                rec["reasons"].append(f"undetermined: the expression does not parse ({err})")
+                out["undetermined"].append(rec["name"])
+                out["gpu_rules"].append(rec)
+            continue
+        refs = pe.references(expr, recorded, resource)
+        if not refs - {"unparsed-recording"}:
+            continue
+        rec["depends_on"] = sorted(refs)
+        judged = []
+        if refs & {"dcgm", "dcgm-up"}:
+            rec["dcgm_absent"], why = _judge(pe, expr, pe.DCGM_ABSENT, recorded, resource)
             rec["reasons"].append(f"DCGM metrics absent: {why}")
-            (out["fires_when_dcgm_absent"] if rec["dcgm_absent"] else out["silent_when_dcgm_absent"]).append(rec["name"])
-        if refs_cap:
-            rec["capacity_zero"], why = _capacity_zero(expanded)
+            judged.append(rec["dcgm_absent"])
+            if rec["dcgm_absent"] is not None:
+                (out["fires_when_dcgm_absent"] if rec["dcgm_absent"] else out["silent_when_dcgm_absent"]).append(rec["name"])
+        if refs & {"gpu-capacity", "capacity-mixed"}:
+            rec["capacity_zero"], why = _judge(pe, expr, pe.CAPACITY_ZERO, recorded, resource)
             rec["reasons"].append(f"GPU capacity 0: {why}")
+            judged.append(rec["capacity_zero"])
             if rec["capacity_zero"]:
                 out["fires_when_capacity_zero"].append(rec["name"])
+        if None in judged or "unparsed-recording" in refs:
+            out["undetermined"].append(rec["name"])
         out["gpu_rules"].append(rec)
     out["gap"] = {"capacity_zero": not out["fires_when_capacity_zero"],
                   "dcgm_absent": not out["fires_when_dcgm_absent"]}
@@ -149,49 +146,6 @@ def _summary(a: dict) -> str:
         parts.append("no alert rule fires when GPU capacity is 0")
     else:
         parts.append(f"fires when GPU capacity is 0: {', '.join(a['fires_when_capacity_zero'])}")
+    if a["undetermined"]:
+        parts.append(f"undetermined: {', '.join(map(str, a['undetermined']))}")
     return f"Of {a['alerting_rules']} alerting rules: " + "; ".join(parts) + "."
-
-
-def suggested_rules(dcgm_metric: str = DCGM_METRIC, resource: str = "nvidia_com_gpu") -> dict:
-    """The rule groups that would have caught the seed case (a dict ready for YAML):
-    ``GPUCapacityZero`` (capacity 0 for 5 m), ``DCGMMetricsAbsent`` (``absent()`` cluster-wide, 10 m)
-    and ``DCGMMetricsMissingOnGPUNode`` (a node with GPU capacity but no DCGM series, 10 m; it maps
-    dcgm-exporter's ``Hostname``/``hostname`` label to ``node``, so the exporter must set it to the
-    node name, as the Helm chart's ``NODE_NAME`` does)."""
-    cap = f'kube_node_status_capacity{{resource="{resource}"}}'
-    per_node = " or ".join(f'count by (node) (label_replace({dcgm_metric}, "node", "$1", "{lab}", "(.+)"))'
-                           for lab in ("Hostname", "hostname"))
-    return {"groups": [{"name": "gpu-forensics.rules", "rules": [
-        {"alert": "GPUCapacityZero", "expr": f"{cap} == 0", "for": "5m",
-         "labels": {"severity": "critical"},
-         "annotations": {"summary": "Node {{ $labels.node }} reports nvidia.com/gpu capacity 0",
-                         "description": "kube-state-metrics reports nvidia.com/gpu capacity 0 on {{ $labels.node }}: "
-                                        "the device plugin lost the GPUs. Pods already running there may have "
-                                        "lost device access too."}},
-        {"alert": "DCGMMetricsAbsent", "expr": f"absent({dcgm_metric})", "for": "10m",
-         "labels": {"severity": "critical"},
-         "annotations": {"summary": f"No {dcgm_metric} series anywhere: GPU alerts that need DCGM metrics are silent",
-                         "description": "dcgm-exporter exports no DCGM metrics. Every alert written as "
-                                        "'DCGM_FI_... > threshold' cannot fire now."}},
-        {"alert": "DCGMMetricsMissingOnGPUNode", "expr": f"{cap} > 0 unless on (node) ({per_node})", "for": "10m",
-         "labels": {"severity": "critical"},
-         "annotations": {"summary": "Node {{ $labels.node }} has GPUs but no DCGM metrics",
-                         "description": "The node reports nvidia.com/gpu capacity but dcgm-exporter exports no "
-                                        f"{dcgm_metric} for it: the exporter (and possibly the pods) lost the GPUs."}},
-    ]}]}
-
-
-def rules_yaml(**kw) -> str:
-    """:func:`suggested_rules` as YAML text with a header comment (pyyaml ``safe_dump``)."""
-    head = ("# Alert rules suggested by gpu-forensics: they fire when GPU capacity is 0 and when the DCGM\n"
-            "# metrics are absent (alerts that need DCGM metrics to exist go silent with them).\n"
-            "# Prometheus rule file; for the Prometheus Operator, put the groups: list under spec: of a\n"
-            "# monitoring.coreos.com/v1 PrometheusRule. Check with: promtool check rules FILE\n")
-    return head + yaml.safe_dump(suggested_rules(**kw), sort_keys=False, width=120)
-
-
-def write_rules(path: str | Path, **kw) -> Path:
-    """Write :func:`rules_yaml` to ``path`` and return it. Raises ``OSError`` when it cannot be written."""
-    p = Path(path)
-    p.write_text(rules_yaml(**kw), encoding="utf-8")
-    return p
