@@ -92,6 +92,11 @@ def _pod_spec(d: dict) -> dict | None:
     return None
 
 
+def _named(docs: list[dict], kind: str, name: str) -> dict:
+    (d,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return d
+
+
 def _containers(d: dict) -> list[dict]:
     ps = _pod_spec(d)
     return (ps.get("initContainers") or []) + ps["containers"] if ps else []
@@ -120,8 +125,10 @@ def test_validation_catches_a_wrong_field():
 def test_kustomization_lists_every_manifest_and_the_overlay_only_adds_the_probe():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in BASE)
     assert kinds == [("ClusterRole", "gpu-forensics-reader"), ("ClusterRoleBinding", "gpu-forensics-reader"),
-                     ("DaemonSet", "gpu-forensics"), ("Namespace", "gpu-forensics"), ("ServiceAccount", "gpu-forensics")]
-    ds, pds = [[d for d in docs if d["kind"] == "DaemonSet"][0] for docs in (BASE, PROBE)]
+                     ("DaemonSet", "gpu-forensics"), ("DaemonSet", "gpu-forensics-watch"), ("Namespace", "gpu-forensics"),
+                     ("Service", "gpu-forensics-watch"), ("ServiceAccount", "gpu-forensics")]
+    ds, pds = [_named(docs, "DaemonSet", "gpu-forensics") for docs in (BASE, PROBE)]
+    assert _named(BASE, "DaemonSet", "gpu-forensics-watch") == _named(PROBE, "DaemonSet", "gpu-forensics-watch")
     assert ds["spec"]["template"]["spec"]["hostPID"] is False and pds["spec"]["template"]["spec"]["hostPID"] is True
     init, pinit = ds["spec"]["template"]["spec"]["initContainers"][0], pds["spec"]["template"]["spec"]["initContainers"][0]
     assert "--probe" not in init["args"] and pinit["args"][-1] == "--probe"
@@ -131,7 +138,8 @@ def test_kustomization_lists_every_manifest_and_the_overlay_only_adds_the_probe(
     assert {m["mountPath"] for m in writable} == {"/bundles", "/tmp", "/host/sys/fs/cgroup"}
 
 
-@pytest.mark.parametrize("doc", [d for d in BASE + PROBE + JOBS if d["kind"] in ("DaemonSet", "Job")],
+@pytest.mark.parametrize("doc", [d for d in BASE + PROBE + JOBS if d["kind"] in ("DaemonSet", "Job")
+                                 and d["metadata"]["name"] != "gpu-forensics-watch"],
                          ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
 def test_collector_pods_keep_the_contract(doc):
     ps = _pod_spec(doc)
@@ -202,3 +210,60 @@ def test_collect_once_maps_done_with_gaps_to_success(tmp_path, argv, want):
                         env=env, cwd=tmp_path, timeout=120)
     assert cp.returncode == want, cp.stderr[-2000:]
     assert re.search(r"gpu-forensics exited \d", cp.stderr)
+
+
+# -- the watch agent: DaemonSet, Service, ServiceMonitor (issue 17 item 6) ---------------------------------
+ALERTS = kustomize(DEPLOY / "alerts")
+WATCH_MOUNTS = {**HOST_MOUNTS, "/run/dbus": "/host/run/dbus", "/run/log": "/host/run/log"}
+#: `gpu-forensics watch`'s options, each with a value (the helpers' contract; forensics/ops/watch)
+WATCH_OPTIONS = {"--root", "--listen", "--out", "--interval", "--keep-bundles", "--keep-bytes"}
+
+
+def test_watch_daemonset_runs_the_agent_read_only_but_for_its_out_folder():
+    ds = _named(BASE, "DaemonSet", "gpu-forensics-watch")
+    ps = _pod_spec(ds)
+    (c,) = ps["containers"]
+    assert c["command"] == ["gpu-forensics"] and c["args"][0] == "watch"
+    opts = dict(zip(c["args"][1::2], c["args"][2::2]))
+    assert set(opts) <= WATCH_OPTIONS and len(c["args"]) == 1 + 2 * len(opts)
+    assert opts["--root"] == "/host" and opts["--listen"] == "0.0.0.0:9464" and float(opts["--interval"]) == 60
+    vols = {v["name"]: v for v in ps["volumes"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    for host, inside in WATCH_MOUNTS.items():  # D-Bus sockets and both journal dirs among them
+        assert mounts[inside].get("readOnly") is True and vols[mounts[inside]["name"]]["hostPath"]["path"] == host
+    writable = {m["mountPath"]: vols[m["name"]] for m in c["volumeMounts"] if not m.get("readOnly")}
+    assert set(writable) == {opts["--out"], "/tmp", "/host/sys/fs/cgroup"}
+    assert writable[opts["--out"]]["hostPath"] == {"path": "/var/lib/gpu-forensics/watch", "type": "DirectoryOrCreate"}
+    assert "emptyDir" in writable["/tmp"]
+    # what the probe needs (as deploy/probe), and nothing more: not privileged, no token, no host network
+    sc = c["securityContext"]
+    assert ps["hostPID"] is True and not ps.get("hostNetwork") and ps["automountServiceAccountToken"] is False
+    assert not sc["privileged"] and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["DAC_READ_SEARCH", "SYS_PTRACE", "SYS_CHROOT", "SYS_ADMIN"]}
+    assert set(sc["capabilities"]["add"]) - CAPS == {"SYS_ADMIN"}
+    assert c["resources"]["limits"] == {"cpu": "500m", "memory": "256Mi", "ephemeral-storage": "256Mi"}
+    assert ps["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    port = {p["name"]: p for p in c["ports"]}["metrics"]
+    assert port["containerPort"] == int(opts["--listen"].rsplit(":", 1)[1])
+    assert c["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+
+
+def test_watch_service_and_servicemonitor_select_the_agent_and_give_the_rules_job_and_node():
+    from forensics.findings.alert_rules import WATCH_JOB
+    ds, svc = _named(BASE, "DaemonSet", "gpu-forensics-watch"), _named(BASE, "Service", "gpu-forensics-watch")
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items() and svc["spec"]["clusterIP"] == "None"
+    assert ds["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"}]
+    sm = _named(ALERTS, "ServiceMonitor", "gpu-forensics-watch")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1" and sm["metadata"]["namespace"] == svc["metadata"]["namespace"]
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [svc["metadata"]["namespace"]]}
+    (ep,) = sm["spec"]["endpoints"]
+    assert ep["port"] == "metrics" and ep["path"] == "/metrics"
+    # no jobLabel: the operator names the job after the Service, the job the rules use
+    assert "jobLabel" not in sm["spec"] and svc["metadata"]["name"] == WATCH_JOB
+    assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"} \
+        in ep["relabelings"]
+    pr = _named(ALERTS, "PrometheusRule", "gpu-forensics")
+    assert pr["metadata"]["namespace"] == "gpu-forensics" and len(pr["spec"]["groups"]) == 2
