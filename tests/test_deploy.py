@@ -105,7 +105,8 @@ def _containers(d: dict) -> list[dict]:
 BASE = kustomize(DEPLOY)
 PROBE = kustomize(DEPLOY / "probe")
 JOBS = [d for f in sorted((DEPLOY / "jobs").glob("*.yaml")) for d in _docs(f)]
-ALL = {"base": BASE, "probe": PROBE, "jobs": JOBS}
+CGROUPV2 = kustomize(DEPLOY / "cgroupv2")
+ALL = {"base": BASE, "probe": PROBE, "jobs": JOBS, "cgroupv2": CGROUPV2}
 
 
 @pytest.mark.parametrize("version", versions())
@@ -138,7 +139,7 @@ def test_kustomization_lists_every_manifest_and_the_overlay_only_adds_the_probe(
     assert {m["mountPath"] for m in writable} == {"/bundles", "/tmp", "/host/sys/fs/cgroup"}
 
 
-@pytest.mark.parametrize("doc", [d for d in BASE + PROBE + JOBS if d["kind"] in ("DaemonSet", "Job")
+@pytest.mark.parametrize("doc", [d for d in BASE + PROBE + JOBS + CGROUPV2 if d["kind"] in ("DaemonSet", "Job")
                                  and d["metadata"]["name"] != "gpu-forensics-watch"],
                          ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
 def test_collector_pods_keep_the_contract(doc):
@@ -267,3 +268,17 @@ def test_watch_service_and_servicemonitor_select_the_agent_and_give_the_rules_jo
         in ep["relabelings"]
     pr = _named(ALERTS, "PrometheusRule", "gpu-forensics")
     assert pr["metadata"]["namespace"] == "gpu-forensics" and len(pr["spec"]["groups"]) == 2
+
+
+def test_cgroupv2_overlay_only_makes_the_watch_agent_privileged():
+    """On cgroup v2 a non-privileged container has a private cgroup namespace (containerd) and systemd's
+    nsdelegate makes the kernel refuse the probe's cgroup.procs write (deploy/cgroupv2/kustomization.yaml)."""
+    base, v2 = _named(BASE, "DaemonSet", "gpu-forensics-watch"), _named(CGROUPV2, "DaemonSet", "gpu-forensics-watch")
+    sc = _pod_spec(v2)["containers"][0]["securityContext"]
+    assert sc["privileged"] is True and sc["allowPrivilegeEscalation"] is True  # the API server refuses false with it
+    undo = copy.deepcopy(v2)
+    undo["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(privileged=False,
+                                                                               allowPrivilegeEscalation=False)
+    assert undo == base
+    others = lambda docs: [d for d in docs if d["metadata"]["name"] != "gpu-forensics-watch"]  # noqa: E731
+    assert others(CGROUPV2) == others(BASE)
