@@ -33,14 +33,6 @@ METHOD = ("each expression parsed with promql-parser and evaluated in each state
 GPU_TEXT = re.compile(r"\bDCGM_FI_\w+|\bkube_node_status_(?:capacity|allocatable)\b|\bup\b\s*\{[^}]*dcgm", re.I)
 
 
-def _parse(pe, q: str):
-    """``(expr, None)`` or ``(None, error text)``."""
-    try:
-        return pe.pp.parse(q), None
-    except ValueError as e:
-        return None, str(e).strip() or "parse error"
-
-
 def _judge(pe, expr, state: str, recorded: dict, resource: str) -> tuple[bool | None, str]:
     v = pe.Evaluator(state, recorded, resource).eval(expr)
     if v.kind == "some":
@@ -74,7 +66,7 @@ def audit(rules_data: dict | None, resource: str = RESOURCE) -> dict:
     recorded = {}
     for _, _, r in rules:
         if r.get("type") == "recording" and r.get("name"):
-            expr, err = _parse(pe, r.get("query", ""))
+            expr, err = pe.parse(r.get("query", ""))
             recorded[r["name"]] = expr if expr is not None else f"does not parse: {err}"
     out = {"audited": True, "method": METHOD, "alerting_rules": 0, "recording_rules": len(recorded),
            "fires_when_capacity_zero": [], "fires_when_dcgm_absent": [], "silent_when_dcgm_absent": [],
@@ -86,7 +78,7 @@ def audit(rules_data: dict | None, resource: str = RESOURCE) -> dict:
         q = r.get("query", "")
         rec = {"name": r.get("name"), "group": group, "file": file, "query": q, "for_s": r.get("duration"),
                "state": r.get("state"), "depends_on": [], "dcgm_absent": None, "capacity_zero": None, "reasons": []}
-        expr, err = _parse(pe, q)
+        expr, err = pe.parse(q)
         if expr is None:
             out["unparsed"].append({"name": rec["name"], "error": err})
             if GPU_TEXT.search(q):

@@ -49,6 +49,14 @@ class Value:
     why: str = ""
 
 
+def parse(query: str):
+    """``(expr, None)``, or ``(None, the parser's message)`` when ``query`` is not valid PromQL."""
+    try:
+        return pp.parse(query), None
+    except ValueError as e:
+        return None, str(e).strip() or "parse error"
+
+
 def text(node) -> str:
     """PromQL text of a node, without the empty ``{}`` the library prints after a bare metric name."""
     return str(node).replace("{}", "")
