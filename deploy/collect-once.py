@@ -35,12 +35,10 @@ def collect_argv(parser: argparse.ArgumentParser, argv: list) -> list:
     out, rest = argv[:i] + ["collect"], iter(argv[i + 1:])
     for tok in rest:
         name = tok.split("=", 1)[0]
-        if tok.startswith("-") and name not in known:
-            if takes_value.get(name) and "=" not in tok:
-                next(rest, None)
-            continue
-        out.append(tok)
-    return out
+        value = [next(rest, None)] if takes_value.get(name) and "=" not in tok else []
+        if name in known or not tok.startswith("-"):
+            out += [tok, *value]
+    return [t for t in out if t is not None]
 
 
 def run_without_reports(argv: list) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import yaml
 
 from forensics import __version__
 from forensics.bundle import verify
+from forensics.ops import cli
 from forensics.ops.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -177,3 +179,21 @@ def test_the_collector_wrote_nothing_outside_its_output(image, collected, tmp_pa
     assert json.loads(r.stdout) == {"/host/etc/x": errno.EROFS, "/host/var/log/x": errno.EROFS,
                                     "/usr/local/bin/x": errno.EROFS, "/x": errno.EROFS, "/bundles/x": 0, "/tmp/x": 0}
     assert (tmp_path / "x").exists() and not (sample_build.ROOT / "etc" / "x").exists()
+
+
+def test_collect_once_turns_the_pool_jobs_run_into_a_collect_with_the_same_collection():
+    # deploy/jobs/job-pool.yaml's arguments, as the image (no report libraries) hands them to collect;
+    # the upload's options are kept for the upload run_without_reports does after it
+    spec = importlib.util.spec_from_file_location("collect_once", PROJECT / "deploy" / "collect-once.py")
+    once = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(once)
+    job = yaml.safe_load((PROJECT / "deploy" / "jobs" / "job-pool.yaml").read_text())
+    argv = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert argv[:2] == ["--quiet", "run"] and "--upload-url" in argv
+    parser = cli.build_parser()
+    got = once.collect_argv(parser, [*argv, "--html=/tmp/r.html", "--markdown-flavor", "jira", "--incident=-2h..now",
+                                     "--upload-timeout", "60", "--time-budget", "300"])
+    assert got == ["--quiet", "collect", "--root", "/host", "--node", "$(NODE_NAME)", "--kube",
+                   "--incident=-2h..now", "--time-budget", "300"]
+    args = parser.parse_args(argv)
+    assert (args.upload_url, args.upload_auth_file) == ("$(UPLOAD_URL)", "/etc/gpu-forensics-upload/authorization")
