@@ -15,13 +15,6 @@ REAL_INPUTS = Path(os.environ.get("GPU_FORENSICS_REAL_INPUTS", PROJECT.parent / 
 
 
 def pytest_collection_modifyitems(config, items):
-    from test_chroot import CACHE  # the minimal Debian 12 root the chroot tests run in
-    if not CACHE.is_dir() and not os.environ.get("GPU_FORENSICS_CHROOT_BUILD"):
-        drop = [item for item in items if item.get_closest_marker("chroot")]
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = [item for item in items if item not in drop]
-            config._chroot_deselected = len(drop)
     if REAL_INPUTS.is_dir():
         return
     keep, drop = [], []
@@ -34,11 +27,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if getattr(config, "_chroot_deselected", 0):
-        from test_chroot import CACHE
-        terminalreporter.write_line(
-            f"{config._chroot_deselected} chroot tests deselected: {CACHE} is absent (build it once, about 3 "
-            "minutes: GPU_FORENSICS_CHROOT_BUILD=1 pytest tests/test_chroot.py)")
     n = getattr(config, "_corpus_deselected", 0)
     if n:
         terminalreporter.write_line(

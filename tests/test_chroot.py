@@ -3,9 +3,10 @@
 the sample node copied in, ``collect`` run by the chroot's own python3, the bundle analysed outside
 with the checkout's code to the verdicts of a collection by the venv's code.
 
-The chroot is built once under :data:`CACHE` (about 3 minutes and deb.debian.org; ``GPU_FORENSICS_CHROOT``
-names another folder) by ``GPU_FORENSICS_CHROOT_BUILD=1 pytest tests/test_chroot.py``; these tests are
-marked ``chroot`` and deselected, with the reason printed, while it is absent (tests/conftest.py).
+The chroot is built once under :data:`CACHE` (about 3 minutes, from the mirror apt uses:
+deploy/image/apt-mirror.sh; ``GPU_FORENSICS_CHROOT`` names another folder), by scripts/setup-debian.sh
+--test (``python tests/test_chroot.py``), else by the first run of these tests; then reused. Without
+debootstrap or a reachable mirror they fail: nothing here is skipped.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from forensics.ops.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("GPU_FORENSICS_CHROOT", "/var/cache/gpu-forensics-tests/bookworm-minbase"))
-MIRROR = "http://deb.debian.org/debian"
 sys.path.insert(0, str(PROJECT / "samples"))
 import build as sample_build  # noqa: E402  samples/build.py
 
@@ -35,7 +35,10 @@ def build_chroot(dest: Path = CACHE) -> Path:
     Raises ``subprocess.CalledProcessError`` when debootstrap fails (no mirror, no root)."""
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(["debootstrap", "--variant=minbase", "--include=systemd,python3", "bookworm", str(tmp), MIRROR],
+    mirror = subprocess.run(["bash", str(PROJECT / "deploy" / "image" / "apt-mirror.sh")], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["debootstrap", "--variant=minbase", "--include=systemd,python3", "bookworm", str(tmp), mirror],
                    check=True, capture_output=True, timeout=1800)
     tmp.rename(dest)
     return dest
@@ -93,3 +96,9 @@ def test_bundle_from_the_chroot_gives_the_venvs_verdicts(chroot_bundle, tmp_path
     sept = [i for i in za["incidents"] if i["window"]["end"].startswith("2026-09-02")][0]
     reload = [c for c in sept["causes"] if c["kind"] == "daemon-reload"][0]
     assert reload["verdict"] == "confirmed" and reload["requested_by"]["unit"] == "snapd.service"
+
+
+if __name__ == "__main__":  # scripts/setup-debian.sh --test: build the root once, reuse it after
+    print(f"{CACHE} {'reused' if CACHE.is_dir() else 'built'}")
+    if not CACHE.is_dir():
+        build_chroot()

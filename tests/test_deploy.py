@@ -183,16 +183,22 @@ def test_rbac_reads_only():
     assert {("", "nodes"), ("", "pods"), ("", "events"), ("apps", "daemonsets")} <= granted
 
 
-def test_dockerfile_builds_systemd_python_apart_and_needs_no_shell_at_run_time():
+def test_dockerfile_builds_the_zipapp_apart_and_needs_no_shell_at_run_time():
+    # the image scripts/build-image.sh builds (tests/test_image.py runs it): Debian's python3 and
+    # libsystemd0, the zipapp; no venv, pip install, compiler or systemd-python in the runtime stage
     text = (DEPLOY / "Dockerfile").read_text()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     froms = [ln for ln in lines if ln.startswith("FROM ")]
     assert len(froms) == 2 and froms[0].endswith(" AS build")
-    assert re.search(r"ARG PYTHON_IMAGE=python:3\.\d+-slim", text)
+    assert re.search(r"ARG PYTHON_IMAGE=python:3\.\d+-slim", text) and "ARG DEBIAN_IMAGE=debian:bookworm-slim" in text
     build = text.split("AS build", 1)[1].split("\nFROM ", 1)[0]
-    assert "libsystemd-dev" in build and "systemd-python" in build and "gcc" in build
+    assert "scripts/build-collector.py /out/gpu-forensics.pyz" in build
     runtime = text.split("\nFROM ", 2)[2]
-    assert "gcc" not in runtime and "libsystemd-dev" not in runtime
+    assert "apt-get install -y --no-install-recommends python3 libsystemd0" in runtime
+    assert "--include=python3,libsystemd0" in (PROJECT / "scripts" / "build-image.sh").read_text()
+    code = "\n".join(ln for ln in runtime.splitlines() if not ln.lstrip().startswith("#"))
+    for absent in ("gcc", "libsystemd-dev", "pip ", "venv", "systemd-python", "matplotlib"):
+        assert absent not in code, absent
     entry = [ln for ln in lines if ln.startswith("ENTRYPOINT")][-1]
     assert json.loads(entry[len("ENTRYPOINT"):]) == ["gpu-forensics"]
     assert not any(ln.startswith("SHELL") for ln in lines)
