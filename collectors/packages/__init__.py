@@ -46,8 +46,9 @@ from .events import _apt_events, _dpkg_events, _uu_events
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
 GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
 #: bytes copied of one package log (a month of dpkg.log on a busy node is a few MiB; a bigger one, a
-#: sparse file included, is cut here and recorded as truncated, which also bounds the memory a
-#: redacted copy takes: it is read whole, up to this)
+#: sparse file included, keeps its last LOG_LIMIT bytes from a line boundary, the newest lines, and is
+#: recorded as truncated with what was skipped (forensics.tailcopy); a .gz keeps its first LOG_LIMIT
+#: bytes. This also bounds the memory a redacted copy takes: it is read whole, up to this)
 LOG_LIMIT = 64 << 20
 MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
 INFO_DIR = "/var/lib/dpkg/info"
@@ -99,7 +100,8 @@ def acquire(ctx: CollectContext) -> None:
                                   message="not copied: the time budget (--time-budget) was spent"))
             return
         copied[name] = pr.identify(ctx.root, path)
-        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub, limit=LOG_LIMIT)
+        # an oversized plain log keeps its end, the newest lines (a .gz's end cannot be decompressed alone)
+        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub, limit=LOG_LIMIT, tail=not name.endswith(".gz"))
         ctx.log(f"packages: copied {path}")  # a progress note; tests rotate the logs here, as logrotate would
 
     listed = []
@@ -257,7 +259,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         rotated = pr.load(bundle, log.source, reading.problems)
         files = [a for a in _stored(bundle, log) if PurePosixPath(a.path).name not in (rotated.get("duplicates") or {})]
         for art in files:
-            one = pr.FileSpan(PurePosixPath(art.path).name, cut=art.status is Status.TRUNCATED)
+            one = pr.FileSpan.of(art)
             for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems):
                 if zone_note:
                     ev.flags = ev.flags + ("tz-unknown",)
@@ -272,7 +274,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                         last_change[name] = ev.at
             spans.append(one)
         cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
-        cov.reason += pr.note(rotated)
+        cov.reason += pr.note(rotated) + pr.heads(spans)
         cov.holes = tuple(pr.holes(spans, log.base, cov.end))
         cov.uncertain = zone_note if cov.start else None
         if cov.uncertain:
@@ -287,11 +289,14 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
 
 def still_written(cov: Coverage, manifest: dict) -> Coverage:
     """``cov`` of a package log extended to the collection's start when the manifest holds a ``collected``
-    record of the log's current file: an append-only log still written then would hold any later line."""
+    record of the log's current file, or one stored without its head but with its end
+    (:class:`collectors.packages.rotation.FileSpan`): an append-only log still written then would hold
+    any later line."""
     path = {log.source: log.path for log in (DPKG, APT, UU)}.get(cov.source)
     collected = (manifest.get("collection") or {}).get("start")
-    if not (path and cov.start and collected and any(
-            a.get("source") == path and a.get("status") == "collected" for a in manifest.get("artifacts", []))):
+    if not (path and cov.start and collected and any(a.get("source") == path and (a.get("status") == "collected" or (
+            a.get("path") and (f := pr.FileSpan.of(Artifact.from_json(a))).head and not f.cut))
+            for a in manifest.get("artifacts", []))):
         return cov
     at = parse_iso(collected)
     return replace(cov, end=max(cov.end or at, at),
@@ -325,7 +330,7 @@ def _coverage(bundle: Bundle, log: _Log, files: list, span: _Span, node: NodeFac
         what = f"{log.base} and {rot} rotation{plural} cover" if rot else f"{log.base} covers"
     else:
         what = f"{rot} rotation{plural} of {log.base} cover"
-    cut = [n for a, n in zip(files, names) if a.status is Status.TRUNCATED]
+    cut = [n for a, n in zip(files, names) if pr.FileSpan.of(a).cut]  # a cut head is named by pr.heads
     tail = f"; truncated at collection: {', '.join(cut)}" if cut else ""
     if files and log.base not in names:  # then nothing says the log was silent up to collection
         tail += f"; current {log.base} not stored ({_missing_reason(bundle, log)})"

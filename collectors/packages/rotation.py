@@ -12,7 +12,7 @@ Two halves, both about the same files (``dpkg.log``, ``dpkg.log.1``, ``dpkg.log.
   ``packages/rotation.json`` the renamed, duplicated, appeared and vanished names.
 - read: the coverage of a log is the union of the periods its files hold; :func:`holes` names the
   periods inside it that no stored file holds (a rotation missing in the middle, a jump in time longer
-  than the rotation period, a file cut short at collection).
+  than the rotation period, a file cut short at collection, a file whose head was over the size bound).
 """
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from datetime import datetime, timedelta
 from typing import Callable
 
-from forensics import hostfs
+from forensics import hostfs, tailcopy
+from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import Hole
 from forensics.source import CollectContext
@@ -157,12 +159,37 @@ def note(entry: dict) -> str:
 @dataclass
 class FileSpan:
     """One stored file of a log: its name, first and last dated entry (UTC, None when it has none),
-    and whether its copy was cut short."""
+    whether its copy was cut short (its end not stored), and ``head``: ``(bytes skipped, bound)`` when
+    only its end was stored (:mod:`forensics.tailcopy`: the lines before the first kept one are gone)."""
 
     name: str
     first: datetime | None = None
     last: datetime | None = None
     cut: bool = False
+    head: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, art: Artifact) -> "FileSpan":
+        """The span of the stored file ``art`` (dates still unset), its cuts read from the record."""
+        head = tailcopy.head_cut(art.notes)
+        end_cut = art.status is Status.TRUNCATED and (head is None or any(
+            n.startswith("only the first") for n in art.notes))
+        return cls(PurePosixPath(art.path).name, cut=end_cut, head=head)
+
+    def head_text(self) -> str:
+        """``dpkg.log before 2026-07-01T10:00:00Z not kept (...)``: what the cut head lost; ``""`` with no cut."""
+        if not self.head:
+            return ""
+        why = f"the first {self.head[0]} bytes, over the {tailcopy.size_text(self.head[1])} bound, were not copied"
+        if self.first is None:
+            return f"{self.name}: {why}, and the end kept holds no dated line"
+        return f"{self.name} before {iso_z(self.first)} not kept ({why})"
+
+
+def heads(files: list[FileSpan]) -> str:
+    """A clause for the coverage reason naming each file whose head was not kept, or ``""``."""
+    cut = [t for f in files if (t := f.head_text())]
+    return "; " + "; ".join(cut) if cut else ""
 
 
 def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
@@ -170,8 +197,8 @@ def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
 
     ``files`` are the stored files oldest rotation first (:func:`collectors.packages.parse.rotation_key`);
     ``end`` the log's coverage end (the collection, when the current file was still written). Between
-    two neighbouring files: a rotation number missing (``.3.gz`` then ``.1``: ``.2`` is gone), or the
-    older copy cut short, leaves a hole from the last entry before it to the first entry after it (or
+    two neighbouring files: a rotation number missing (``.3.gz`` then ``.1``: ``.2`` is gone), the
+    older copy cut short, or the newer one stored without its head (:attr:`FileSpan.head`), leaves a hole from the last entry before it to the first entry after it (or
     ``end``); a jump between two dated neighbours longer than :data:`ROTATION_PERIOD` with no file
     holding it is a hole too (the lines may be missing, or the log was silent: nothing can say which)."""
     out: list[Hole] = []
@@ -185,6 +212,8 @@ def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
             why.append(f"{', '.join(gone)} missing between {older.name} and {newer.name}")
         if older.cut:
             why.append(f"{older.name} was cut short at collection")
+        if newer.head:
+            why.append(newer.head_text())
         lo = max((f.last for f in files[:i + 1] if f.last), default=None)
         hi = min((f.first for f in files[i + 1:] if f.first), default=end)
         if why and lo and hi and lo < hi:
