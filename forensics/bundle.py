@@ -154,8 +154,8 @@ class BundleWriter:
         bad source). With ``keep`` (a list), every chunk written is also appended to it, so that a
         caller can parse what was stored without reading the bundle back. With ``transform`` (a
         function ``bytes -> (bytes, notes)``, e.g. a redaction), the file is read whole (up to
-        ``limit``) and only what ``transform`` returns is written, with its notes added: nothing of
-        the original reaches the bundle first. With ``tail`` (and ``limit``), a longer file keeps its
+        ``limit``) and only what ``transform`` returns is written, with its notes added (one starting
+        ``truncated:`` records it truncated): nothing of the original reaches the bundle first. With ``tail`` (and ``limit``), a longer file keeps its
         last ``limit`` bytes from a line boundary instead, noted (:mod:`forensics.tailcopy`) as truncated.
         """
         try:
@@ -206,8 +206,8 @@ class BundleWriter:
         truncated = limit is not None and len(data) > limit
         data, more = transform(data[:limit] if truncated else data)
         notes = tuple(notes) + tuple(more) + ((f"only the first {limit} bytes were copied",) if truncated else ())
-        return self.write_bytes(rel, data, source, method, notes,
-                                status=Status.TRUNCATED if truncated or skipped else Status.COLLECTED)
+        cut = truncated or skipped or any(n.startswith("truncated:") for n in more)  # as create() reads its notes
+        return self.write_bytes(rel, data, source, method, notes, status=Status.TRUNCATED if cut else Status.COLLECTED)
 
     @contextmanager
     def create(self, rel: str, source: str, method: str, notes: list[str] | None = None,

@@ -19,6 +19,7 @@ from forensics.bundle import Bundle, BundleWriter
 from forensics.events import NodeFacts
 from forensics.findings import verdicts
 from forensics.findings.verdicts import Evidence, Window
+from forensics.redact import redact_bytes
 from forensics.source import CollectContext
 from forensics.timeutil import iso_z, parse_iso
 from forensics.events import Coverage, Event
@@ -175,3 +176,42 @@ def test_a_redacted_log_keeps_its_end_redacted_and_a_gz_keeps_its_start(tmp_path
     g = recs["/var/log/dpkg.log.2.gz"]  # a .gz's end cannot be decompressed alone: it keeps its start
     assert tailcopy.head_cut(g.notes) is None and "only the first 600 bytes were copied" in g.notes
     assert b.path("packages/dpkg/dpkg.log.2.gz").read_bytes() == gz[:600]
+
+
+def test_a_redacted_log_past_the_budget_keeps_its_newest_pieces_and_names_the_cut(tmp_path):
+    """Redacting a 64 MiB history.log takes seconds (5.4 s at load 6): it is redacted newest piece first,
+    and what the budget did not reach is dropped and becomes a gap, never copied unredacted."""
+    import time
+    old = STANZA.replace("07-01", "06-01").replace("install -y", "-o Acquire::http::Proxy=http://u:pw@p:3128 install")
+    newest = STANZA.replace("10:00:", "11:00:")
+    root = tmp_path / "host"
+    (root / "var/log/apt").mkdir(parents=True)
+    (root / "var/log/apt/history.log").write_text(old * ((20 << 20) // len(old)) + newest)
+    w = BundleWriter(tmp_path / "b")
+    t = time.monotonic()
+    packages.acquire(CollectContext(root=root, writer=w, deadline=t + 0.3))
+    wall = time.monotonic() - t
+    w.finish()
+    assert wall < 0.3 + 1.5, wall  # after the deadline at most one more piece (1 MiB) is redacted
+    b = Bundle.open(tmp_path / "b")
+    rec = {a.source: a for a in b.artifacts()}["/var/log/apt/history.log"]
+    [note] = [n for n in rec.notes if n.startswith("truncated: the time budget")]
+    dropped = int(note.split("the first ")[1].split()[0])
+    text = b.path("packages/apt/history.log").read_text()
+    orig = (root / "var/log/apt/history.log").read_bytes()
+    assert rec.status.value == "truncated" and 0 < dropped < len(orig) and orig[dropped - 2:dropped] == b"\n\n"
+    assert redact_bytes(orig[dropped:]) == text.encode()  # the rest, whole stanzas, redacted as a whole
+    assert text.endswith(newest) and text.startswith("Start-Date: ") and "u:pw@" not in text
+    cov = next(c for c in packages.read(b, NODE).coverage if c.source == "apt")
+    assert (f"history.log before 2026-06-01T10:00:00Z not kept (the first {dropped} bytes were dropped when the "
+            "time budget ran out while redacting)") in cov.reason
+
+
+def test_newest_first_redaction_splits_only_after_blank_lines(monkeypatch):
+    monkeypatch.setattr(packages, "PIECE", 100)
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEow" * 40 + "\n-----END RSA PRIVATE KEY-----\n"
+    text = ("\nStart-Date: 2026-06-01  10:00:00\nCommandline: apt upgrade\n" * 3 + "\n" + pem).encode()
+    out, dropped = packages._newest_first(text, lambda: True)  # budget spent: only the newest piece
+    assert text[dropped - 2:dropped] == b"\n\n" and out.startswith(b"-----BEGIN") and b"MIIEow" not in out
+    out_all, none = packages._newest_first(text, lambda: False)
+    assert none == 0 and out_all.endswith(out) and out_all.count(b"Commandline: apt upgrade") == 3

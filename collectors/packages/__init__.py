@@ -44,6 +44,7 @@ from . import rotation as pr
 from .events import _apt_events, _dpkg_events, _uu_events
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
+PIECE = 1 << 20             #: bytes redacted between two looks at the time budget (~0.1-0.3 s)
 GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
 #: bytes copied of one package log (a month of dpkg.log on a busy node is a few MiB; a bigger one, a
 #: sparse file included, keeps its last LOG_LIMIT bytes from a line boundary, the newest lines, and is
@@ -91,7 +92,7 @@ def acquire(ctx: CollectContext) -> None:
 
     def copy(log: _Log, name: str, copied: dict) -> None:  # records absent/unreadable itself
         # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password
-        scrub = redact_copy(name) if redact and log is not DPKG else None
+        scrub = redact_copy(name, ctx.expired) if redact and log is not DPKG else None
         path = f"{log.dir}/{name}"
         if ctx.expired():  # recorded once, though the rotation check after the copies asks again
             if path not in skipped:
@@ -135,27 +136,47 @@ def _key(log: _Log):
     return lambda n: pp.rotation_key(n, log.base) or (3, n, 0)
 
 
-def redact_copy(name: str):
+def redact_copy(name: str, expired=None):
     """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
     ``name`` with credentials replaced (:func:`forensics.redact.redact_bytes`: URL
     credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
     none is stored byte for byte; a ``.gz`` with some is decompressed (at most
-    :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
+    :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). With ``expired``
+    (``CollectContext.expired``), a plain file is redacted newest piece first (:func:`_newest_first`)
+    and, once the time budget is spent, its older pieces are dropped, with a ``truncated:`` note
+    (:data:`collectors.packages.rotation.DROPPED`). Raises nothing."""
     def transform(data: bytes) -> tuple[bytes, tuple[str, ...]]:
         text, gz_note, gz = data, None, name.endswith(".gz")
         if gz:
             text, gz_note, gz = _gunzip(data)
             if text is None:
                 return data, (gz_note,)
-        out = redact_bytes(text)
+        out, dropped = _newest_first(text, expired) if expired and not gz else (redact_bytes(text), 0)
+        if dropped:
+            text = text[dropped:]
         if out == text:
-            return data, ()
+            return (text if dropped else data), ((pr.DROPPED.format(n=dropped),) if dropped else ())
         n = sum(a != b for a, b in zip(*(t.decode("utf-8", "surrogateescape").splitlines() for t in (text, out))))
         notes = (f"credentials redacted in {n} lines ({TEXT_NOTE})",)
-        if gz_note:
-            notes += (gz_note,)
+        notes += (gz_note,) if gz_note else ()
+        notes += (pr.DROPPED.format(n=dropped),) if dropped else ()
         return (gzip.compress(out, mtime=0) if gz else out), notes
     return transform
+
+
+def _newest_first(text: bytes, expired) -> tuple[bytes, int]:
+    """``(redacted bytes, bytes dropped at the head)``: ``text`` redacted in pieces of about
+    :data:`PIECE` bytes from its end, each starting after a blank line (apt's stanza separator; a
+    multi-line credential such as a PEM block holds none, so no piece splits one; text with no blank
+    line is one piece), the newest first; once ``expired()`` says the budget is spent, the older rest
+    is dropped (the newest piece is always redacted: :data:`PIECE` bytes cost a fraction of a second)."""
+    out, end = [], len(text)
+    while end > 0 and not (out and expired()):
+        i = text.rfind(b"\n\n", 0, end - PIECE) if end > PIECE else -1
+        start = 0 if i < 0 else i + 2
+        out.append(redact_bytes(text[start:end]))
+        end = start
+    return b"".join(reversed(out)), end
 
 
 def _gunzip(data: bytes) -> tuple[bytes | None, str | None, bool]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -34,6 +35,11 @@ from forensics.timeutil import iso_z
 import collectors.packages.parse as pp
 
 REPORT = "packages/rotation.json"
+#: the note of a redacted copy whose older pieces were dropped when the time budget ran out (written by
+#: collectors.packages.redact_copy, read by :meth:`FileSpan.of`)
+DROPPED = ("truncated: the time budget (--time-budget) ran out while redacting: the first {n} bytes of the "
+           "copied part were dropped")
+_DROPPED = re.compile(re.escape(DROPPED).replace(r"\{n\}", r"(\d+)"))
 HEAD = 4096            #: bytes of content compared to match two files
 HEAD_RAW = 64 << 10    #: bytes of a .gz read to decompress its first HEAD bytes
 #: the longest a file of a ``monthly`` rotation holds (31 days) plus a day for the daily logrotate run
@@ -159,28 +165,34 @@ def note(entry: dict) -> str:
 @dataclass
 class FileSpan:
     """One stored file of a log: its name, first and last dated entry (UTC, None when it has none),
-    whether its copy was cut short (its end not stored), and ``head``: ``(bytes skipped, bound)`` when
-    only its end was stored (:mod:`forensics.tailcopy`: the lines before the first kept one are gone)."""
+    whether its copy was cut short (its end not stored), and ``head``: why its head is not stored when
+    only its end was (:meth:`of`: the lines before the first kept one are gone), else None."""
 
     name: str
     first: datetime | None = None
     last: datetime | None = None
     cut: bool = False
-    head: tuple[int, int] | None = None
+    head: str | None = None
 
     @classmethod
     def of(cls, art: Artifact) -> "FileSpan":
-        """The span of the stored file ``art`` (dates still unset), its cuts read from the record."""
-        head = tailcopy.head_cut(art.notes)
-        end_cut = art.status is Status.TRUNCATED and (head is None or any(
-            n.startswith("only the first") for n in art.notes))
-        return cls(PurePosixPath(art.path).name, cut=end_cut, head=head)
+        """The span of the stored file ``art`` (dates still unset), its cuts read from the record:
+        ``head`` says why its first lines are not stored (the size bound, :mod:`forensics.tailcopy`;
+        the time budget, :data:`DROPPED`)."""
+        bound = tailcopy.head_cut(art.notes)
+        budget = next((int(m[1]) for n in art.notes if (m := _DROPPED.fullmatch(n))), 0)
+        why = [f"the first {bound[0]} bytes, over the {tailcopy.size_text(bound[1])} bound, were not copied"] \
+            if bound else []
+        why += [f"{'the next' if bound else 'the first'} {budget} bytes were dropped when the time budget ran out "
+                "while redacting"] if budget else []
+        end_cut = art.status is Status.TRUNCATED and (not why or any(n.startswith("only the first") for n in art.notes))
+        return cls(PurePosixPath(art.path).name, cut=end_cut, head="; ".join(why) or None)
 
     def head_text(self) -> str:
         """``dpkg.log before 2026-07-01T10:00:00Z not kept (...)``: what the cut head lost; ``""`` with no cut."""
         if not self.head:
             return ""
-        why = f"the first {self.head[0]} bytes, over the {tailcopy.size_text(self.head[1])} bound, were not copied"
+        why = self.head
         if self.first is None:
             return f"{self.name}: {why}, and the end kept holds no dated line"
         return f"{self.name} before {iso_z(self.first)} not kept ({why})"
