@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from . import __version__, hostfs, output
+from . import __version__, hostfs, output, tailcopy
 from .artifact import Artifact, Status, from_oserror
 from .bundle_open import (MAX_MANIFEST, BundleError, check_manifest, invalid, open_regular, plain, read_bounded,
                           scan_tree, shown, unpack)
@@ -146,7 +146,7 @@ class BundleWriter:
 
     def copy(self, root: str | os.PathLike, source: str, rel: str, method: str = "copy",
              limit: int | None = None, notes: tuple[str, ...] = (), keep: list[bytes] | None = None,
-             transform=None) -> Artifact:
+             transform=None, tail: bool = False) -> Artifact:
         """Copy the host file ``source`` (read under ``root`` via :mod:`forensics.hostfs`) to ``rel``.
 
         At most ``limit`` bytes are copied; a longer file is recorded as ``truncated``. Returns the
@@ -154,56 +154,60 @@ class BundleWriter:
         bad source). With ``keep`` (a list), every chunk written is also appended to it, so that a
         caller can parse what was stored without reading the bundle back. With ``transform`` (a
         function ``bytes -> (bytes, notes)``, e.g. a redaction), the file is read whole (up to
-        ``limit``) and only what ``transform`` returns is written, with its notes added: nothing of
-        the original reaches the bundle first.
+        ``limit``) and only what ``transform`` returns is written, with its notes added (one starting
+        ``truncated:`` records it truncated): nothing of the original reaches the bundle first. With ``tail`` (and ``limit``), a longer file keeps its
+        last ``limit`` bytes from a line boundary instead, noted (:mod:`forensics.tailcopy`) as truncated.
         """
         try:
-            src = hostfs.open_regular(root, source)
+            with hostfs.open_regular(root, source) as src:
+                skipped = tailcopy.seek_tail(src, limit) if tail and limit is not None else 0
+                notes = tuple(notes) + ((tailcopy.note(skipped, limit),) if skipped else ())
+                if transform is not None:
+                    return self._copy_transformed(src, source, rel, method, limit, notes, transform, skipped)
+                return self._copy_plain(src, source, rel, method, limit, notes, keep, skipped)
+        except BundleWriteError:
+            raise
         except OSError as e:
             return self.record(from_oserror(source, method, e, notes))
-        if transform is not None:
-            return self._copy_transformed(src, source, rel, method, limit, notes, transform)
-        with src:
-            with self._open(rel) as out:
-                w = _HashingWriter(out, self._failed)
-                remaining = limit
-                truncated = False
-                try:
-                    while True:
-                        n = CHUNK if remaining is None else min(CHUNK, remaining)
-                        if n == 0:
-                            truncated = bool(src.read(1))
-                            break
-                        b = src.read(n)
-                        if not b:
-                            break
-                        w.write(b)
-                        if keep is not None:
-                            keep.append(b)
-                        if remaining is not None:
-                            remaining -= len(b)
-                except BundleWriteError:
-                    raise
-                except OSError as e:
-                    a = from_oserror(source, method, e, notes)
-                    return self.record(Artifact(rel, source, Status.TRUNCATED if w.size else a.status, method,
-                                                w.size, w.h.hexdigest(), a.errno, a.message, notes))
-        status = Status.TRUNCATED if truncated else Status.COLLECTED
-        if truncated:
-            notes = notes + (f"only the first {limit} bytes were copied",)
+
+    def _copy_plain(self, src, source, rel, method, limit, notes, keep, skipped) -> Artifact:
+        with self._open(rel) as out:
+            w = _HashingWriter(out, self._failed)
+            remaining, truncated = limit, False
+            try:
+                while True:
+                    n = CHUNK if remaining is None else min(CHUNK, remaining)
+                    if n == 0:
+                        truncated = bool(src.read(1))
+                        break
+                    b = src.read(n)
+                    if not b:
+                        break
+                    w.write(b)
+                    if keep is not None:
+                        keep.append(b)
+                    if remaining is not None:
+                        remaining -= len(b)
+            except BundleWriteError:
+                raise
+            except OSError as e:
+                a = from_oserror(source, method, e, notes)
+                return self.record(Artifact(rel, source, Status.TRUNCATED if w.size else a.status, method,
+                                            w.size, w.h.hexdigest(), a.errno, a.message, notes))
+        notes += (f"only the first {limit} bytes were copied",) if truncated else ()
+        status = Status.TRUNCATED if truncated or skipped else Status.COLLECTED
         return self.record(Artifact(rel, source, status, method, w.size, w.h.hexdigest(), notes=notes))
 
-    def _copy_transformed(self, src, source, rel, method, limit, notes, transform) -> Artifact:
-        with src:
-            try:
-                data = src.read() if limit is None else src.read(limit + 1)
-            except OSError as e:
-                return self.record(from_oserror(source, method, e, notes))
+    def _copy_transformed(self, src, source, rel, method, limit, notes, transform, skipped) -> Artifact:
+        try:
+            data = src.read() if limit is None else src.read(limit + 1)
+        except OSError as e:
+            return self.record(from_oserror(source, method, e, notes))
         truncated = limit is not None and len(data) > limit
         data, more = transform(data[:limit] if truncated else data)
         notes = tuple(notes) + tuple(more) + ((f"only the first {limit} bytes were copied",) if truncated else ())
-        return self.write_bytes(rel, data, source, method, notes,
-                                status=Status.TRUNCATED if truncated else Status.COLLECTED)
+        cut = truncated or skipped or any(n.startswith("truncated:") for n in more)  # as create() reads its notes
+        return self.write_bytes(rel, data, source, method, notes, status=Status.TRUNCATED if cut else Status.COLLECTED)
 
     @contextmanager
     def create(self, rel: str, source: str, method: str, notes: list[str] | None = None,

@@ -212,7 +212,7 @@ def test_run_with_upload_url_sends_the_real_bundle_and_reports(drop, tmp_path, m
     rc = main(["run", "--root", str(SAMPLE_ROOT), "--out", str(out), "--upload-url", drop.url + "/INC-42",
                "--upload-auth-env", "TICKET_AUTH"])
     assert rc == 0
-    assert drop.stored[f"/INC-42/node3.tar.gz"] == out.read_bytes()
+    assert drop.stored["/INC-42/node3.tar.gz"] == out.read_bytes()
     report = tmp_path / "node3-report" / "report.html"
     assert drop.stored["/INC-42/report.html"] == report.read_bytes()
     assert {r["auth"] for r in drop.requests} == {"Bearer s3cr3t-upload-token"}

@@ -44,10 +44,12 @@ from . import rotation as pr
 from .events import _apt_events, _dpkg_events, _uu_events
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
+PIECE = 1 << 20             #: bytes redacted between two looks at the time budget (~0.1-0.3 s)
 GUNZIP_LIMIT = 256 << 20    #: bytes a rotated .gz may decompress to and still be scanned for credentials
 #: bytes copied of one package log (a month of dpkg.log on a busy node is a few MiB; a bigger one, a
-#: sparse file included, is cut here and recorded as truncated, which also bounds the memory a
-#: redacted copy takes: it is read whole, up to this)
+#: sparse file included, keeps its last LOG_LIMIT bytes from a line boundary, the newest lines, and is
+#: recorded as truncated with what was skipped (forensics.tailcopy); a .gz keeps its first LOG_LIMIT
+#: bytes. This also bounds the memory a redacted copy takes: it is read whole, up to this)
 LOG_LIMIT = 64 << 20
 MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
 INFO_DIR = "/var/lib/dpkg/info"
@@ -90,7 +92,7 @@ def acquire(ctx: CollectContext) -> None:
 
     def copy(log: _Log, name: str, copied: dict) -> None:  # records absent/unreadable itself
         # apt's Commandline: and unattended-upgrades' output can carry a proxy URL with a password
-        scrub = redact_copy(name) if redact and log is not DPKG else None
+        scrub = redact_copy(name, ctx.expired) if redact and log is not DPKG else None
         path = f"{log.dir}/{name}"
         if ctx.expired():  # recorded once, though the rotation check after the copies asks again
             if path not in skipped:
@@ -99,7 +101,8 @@ def acquire(ctx: CollectContext) -> None:
                                   message="not copied: the time budget (--time-budget) was spent"))
             return
         copied[name] = pr.identify(ctx.root, path)
-        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub, limit=LOG_LIMIT)
+        # an oversized plain log keeps its end, the newest lines (a .gz's end cannot be decompressed alone)
+        w.copy(ctx.root, path, f"{log.rel}/{name}", transform=scrub, limit=LOG_LIMIT, tail=not name.endswith(".gz"))
         ctx.log(f"packages: copied {path}")  # a progress note; tests rotate the logs here, as logrotate would
 
     listed = []
@@ -133,27 +136,47 @@ def _key(log: _Log):
     return lambda n: pp.rotation_key(n, log.base) or (3, n, 0)
 
 
-def redact_copy(name: str):
+def redact_copy(name: str, expired=None):
     """The ``transform`` (see :meth:`forensics.bundle.BundleWriter.copy`) that copies the package log
     ``name`` with credentials replaced (:func:`forensics.redact.redact_bytes`: URL
     credentials, ``Bearer``/``Basic`` values, credential ``NAME=X``). A file with
     none is stored byte for byte; a ``.gz`` with some is decompressed (at most
-    :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). Raises nothing."""
+    :data:`GUNZIP_LIMIT` bytes), redacted and stored recompressed (gzip, mtime 0). With ``expired``
+    (``CollectContext.expired``), a plain file is redacted newest piece first (:func:`_newest_first`)
+    and, once the time budget is spent, its older pieces are dropped, with a ``truncated:`` note
+    (:data:`collectors.packages.rotation.DROPPED`). Raises nothing."""
     def transform(data: bytes) -> tuple[bytes, tuple[str, ...]]:
         text, gz_note, gz = data, None, name.endswith(".gz")
         if gz:
             text, gz_note, gz = _gunzip(data)
             if text is None:
                 return data, (gz_note,)
-        out = redact_bytes(text)
+        out, dropped = _newest_first(text, expired) if expired and not gz else (redact_bytes(text), 0)
+        if dropped:
+            text = text[dropped:]
         if out == text:
-            return data, ()
+            return (text if dropped else data), ((pr.DROPPED.format(n=dropped),) if dropped else ())
         n = sum(a != b for a, b in zip(*(t.decode("utf-8", "surrogateescape").splitlines() for t in (text, out))))
         notes = (f"credentials redacted in {n} lines ({TEXT_NOTE})",)
-        if gz_note:
-            notes += (gz_note,)
+        notes += (gz_note,) if gz_note else ()
+        notes += (pr.DROPPED.format(n=dropped),) if dropped else ()
         return (gzip.compress(out, mtime=0) if gz else out), notes
     return transform
+
+
+def _newest_first(text: bytes, expired) -> tuple[bytes, int]:
+    """``(redacted bytes, bytes dropped at the head)``: ``text`` redacted in pieces of about
+    :data:`PIECE` bytes from its end, each starting after a blank line (apt's stanza separator; a
+    multi-line credential such as a PEM block holds none, so no piece splits one; text with no blank
+    line is one piece), the newest first; once ``expired()`` says the budget is spent, the older rest
+    is dropped (the newest piece is always redacted: :data:`PIECE` bytes cost a fraction of a second)."""
+    out, end = [], len(text)
+    while end > 0 and not (out and expired()):
+        i = text.rfind(b"\n\n", 0, end - PIECE) if end > PIECE else -1
+        start = 0 if i < 0 else i + 2
+        out.append(redact_bytes(text[start:end]))
+        end = start
+    return b"".join(reversed(out)), end
 
 
 def _gunzip(data: bytes) -> tuple[bytes | None, str | None, bool]:
@@ -257,7 +280,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         rotated = pr.load(bundle, log.source, reading.problems)
         files = [a for a in _stored(bundle, log) if PurePosixPath(a.path).name not in (rotated.get("duplicates") or {})]
         for art in files:
-            one = pr.FileSpan(PurePosixPath(art.path).name, cut=art.status is Status.TRUNCATED)
+            one = pr.FileSpan.of(art)
             for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems):
                 if zone_note:
                     ev.flags = ev.flags + ("tz-unknown",)
@@ -272,7 +295,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                         last_change[name] = ev.at
             spans.append(one)
         cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
-        cov.reason += pr.note(rotated)
+        cov.reason += pr.note(rotated) + pr.heads(spans)
         cov.holes = tuple(pr.holes(spans, log.base, cov.end))
         cov.uncertain = zone_note if cov.start else None
         if cov.uncertain:
@@ -287,11 +310,14 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
 
 def still_written(cov: Coverage, manifest: dict) -> Coverage:
     """``cov`` of a package log extended to the collection's start when the manifest holds a ``collected``
-    record of the log's current file: an append-only log still written then would hold any later line."""
+    record of the log's current file, or one stored without its head but with its end
+    (:class:`collectors.packages.rotation.FileSpan`): an append-only log still written then would hold
+    any later line."""
     path = {log.source: log.path for log in (DPKG, APT, UU)}.get(cov.source)
     collected = (manifest.get("collection") or {}).get("start")
-    if not (path and cov.start and collected and any(
-            a.get("source") == path and a.get("status") == "collected" for a in manifest.get("artifacts", []))):
+    if not (path and cov.start and collected and any(a.get("source") == path and (a.get("status") == "collected" or (
+            a.get("path") and (f := pr.FileSpan.of(Artifact.from_json(a))).head and not f.cut))
+            for a in manifest.get("artifacts", []))):
         return cov
     at = parse_iso(collected)
     return replace(cov, end=max(cov.end or at, at),
@@ -325,7 +351,7 @@ def _coverage(bundle: Bundle, log: _Log, files: list, span: _Span, node: NodeFac
         what = f"{log.base} and {rot} rotation{plural} cover" if rot else f"{log.base} covers"
     else:
         what = f"{rot} rotation{plural} of {log.base} cover"
-    cut = [n for a, n in zip(files, names) if a.status is Status.TRUNCATED]
+    cut = [n for a, n in zip(files, names) if pr.FileSpan.of(a).cut]  # a cut head is named by pr.heads
     tail = f"; truncated at collection: {', '.join(cut)}" if cut else ""
     if files and log.base not in names:  # then nothing says the log was silent up to collection
         tail += f"; current {log.base} not stored ({_missing_reason(bundle, log)})"

@@ -12,18 +12,21 @@ Two halves, both about the same files (``dpkg.log``, ``dpkg.log.1``, ``dpkg.log.
   ``packages/rotation.json`` the renamed, duplicated, appeared and vanished names.
 - read: the coverage of a log is the union of the periods its files hold; :func:`holes` names the
   periods inside it that no stored file holds (a rotation missing in the middle, a jump in time longer
-  than the rotation period, a file cut short at collection).
+  than the rotation period, a file cut short at collection, a file whose head was over the size bound).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from datetime import datetime, timedelta
 from typing import Callable
 
-from forensics import hostfs
+from forensics import hostfs, tailcopy
+from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import Hole
 from forensics.source import CollectContext
@@ -32,6 +35,11 @@ from forensics.timeutil import iso_z
 import collectors.packages.parse as pp
 
 REPORT = "packages/rotation.json"
+#: the note of a redacted copy whose older pieces were dropped when the time budget ran out (written by
+#: collectors.packages.redact_copy, read by :meth:`FileSpan.of`)
+DROPPED = ("truncated: the time budget (--time-budget) ran out while redacting: the first {n} bytes of the "
+           "copied part were dropped")
+_DROPPED = re.compile(re.escape(DROPPED).replace(r"\{n\}", r"(\d+)"))
 HEAD = 4096            #: bytes of content compared to match two files
 HEAD_RAW = 64 << 10    #: bytes of a .gz read to decompress its first HEAD bytes
 #: the longest a file of a ``monthly`` rotation holds (31 days) plus a day for the daily logrotate run
@@ -157,12 +165,43 @@ def note(entry: dict) -> str:
 @dataclass
 class FileSpan:
     """One stored file of a log: its name, first and last dated entry (UTC, None when it has none),
-    and whether its copy was cut short."""
+    whether its copy was cut short (its end not stored), and ``head``: why its head is not stored when
+    only its end was (:meth:`of`: the lines before the first kept one are gone), else None."""
 
     name: str
     first: datetime | None = None
     last: datetime | None = None
     cut: bool = False
+    head: str | None = None
+
+    @classmethod
+    def of(cls, art: Artifact) -> "FileSpan":
+        """The span of the stored file ``art`` (dates still unset), its cuts read from the record:
+        ``head`` says why its first lines are not stored (the size bound, :mod:`forensics.tailcopy`;
+        the time budget, :data:`DROPPED`)."""
+        bound = tailcopy.head_cut(art.notes)
+        budget = next((int(m[1]) for n in art.notes if (m := _DROPPED.fullmatch(n))), 0)
+        why = [f"the first {bound[0]} bytes, over the {tailcopy.size_text(bound[1])} bound, were not copied"] \
+            if bound else []
+        why += [f"{'the next' if bound else 'the first'} {budget} bytes were dropped when the time budget ran out "
+                "while redacting"] if budget else []
+        end_cut = art.status is Status.TRUNCATED and (not why or any(n.startswith("only the first") for n in art.notes))
+        return cls(PurePosixPath(art.path).name, cut=end_cut, head="; ".join(why) or None)
+
+    def head_text(self) -> str:
+        """``dpkg.log before 2026-07-01T10:00:00Z not kept (...)``: what the cut head lost; ``""`` with no cut."""
+        if not self.head:
+            return ""
+        why = self.head
+        if self.first is None:
+            return f"{self.name}: {why}, and the end kept holds no dated line"
+        return f"{self.name} before {iso_z(self.first)} not kept ({why})"
+
+
+def heads(files: list[FileSpan]) -> str:
+    """A clause for the coverage reason naming each file whose head was not kept, or ``""``."""
+    cut = [t for f in files if (t := f.head_text())]
+    return "; " + "; ".join(cut) if cut else ""
 
 
 def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
@@ -170,8 +209,8 @@ def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
 
     ``files`` are the stored files oldest rotation first (:func:`collectors.packages.parse.rotation_key`);
     ``end`` the log's coverage end (the collection, when the current file was still written). Between
-    two neighbouring files: a rotation number missing (``.3.gz`` then ``.1``: ``.2`` is gone), or the
-    older copy cut short, leaves a hole from the last entry before it to the first entry after it (or
+    two neighbouring files: a rotation number missing (``.3.gz`` then ``.1``: ``.2`` is gone), the
+    older copy cut short, or the newer one stored without its head (:attr:`FileSpan.head`), leaves a hole from the last entry before it to the first entry after it (or
     ``end``); a jump between two dated neighbours longer than :data:`ROTATION_PERIOD` with no file
     holding it is a hole too (the lines may be missing, or the log was silent: nothing can say which)."""
     out: list[Hole] = []
@@ -185,6 +224,8 @@ def holes(files: list[FileSpan], base: str, end: datetime | None) -> list[Hole]:
             why.append(f"{', '.join(gone)} missing between {older.name} and {newer.name}")
         if older.cut:
             why.append(f"{older.name} was cut short at collection")
+        if newer.head:
+            why.append(newer.head_text())
         lo = max((f.last for f in files[:i + 1] if f.last), default=None)
         hi = min((f.first for f in files[i + 1:] if f.first), default=end)
         if why and lo and hi and lo < hi:

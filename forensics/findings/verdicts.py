@@ -118,7 +118,9 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
     excluded: no reload line in the window, and the journal covers the window or a precondition fails
     (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules); never when a
     reload line is in the window;
-    undetermined: there is no journal at all.
+    undetermined: there is no journal at all. When systemd logged no caller, the requester is read from the
+    timeline, package history included: ``gaps`` then also names dpkg's and apt's gaps in the
+    :data:`REQUESTER_LOOKBACK` before the reload (a package log cut at the size bound, a missing rotation).
     ``ev.preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None
     (None: unknown, never read as failing); ``ev.basis`` says where each was read.
     """
@@ -147,6 +149,9 @@ def daemon_reload(window: Window, ev: Evidence) -> Cause:
             for c, q in zip(cited, asked):
                 c["requested_by"] = {k: v for k, v in q.items() if k != "_evidence"}
         by = describe_requester(req)
+        if req["basis"] != "caller-line":  # who asked is read from package history too: its gaps before the reload
+            gaps += [g for n in ("dpkg", "apt") if n in cov
+                     and (g := gap_sentence(n, cov[n], first.at - REQUESTER_LOOKBACK, first.at))]
         if j and j.start and j.start > start:
             more += (f"; the journal starts only at {human(j.start)}, so an earlier reload in the window "
                      "cannot be seen and this one may not be the first")

@@ -125,6 +125,9 @@ def _overall(deadline_s: float | None):
 
 
 def _send(s, rec, path, dest, headers, verify, retries, backoff, timeout, secrets) -> None:
+    # Not urllib3's Retry mounted on the session: it waits 0 s before the first retry (get_backoff_time),
+    # obeys a server's Retry-After, and a final connection failure (MaxRetryError) no longer says how many
+    # requests were made, nor each attempt's error: the record's "attempts" and the log need this loop.
     for attempt in range(1, retries + 2):
         rec["attempts"] = attempt
         retry = False
