@@ -24,6 +24,7 @@ from ..bundle import Bundle, BundleError, verify
 from ..output import BundleWriteError
 from ..source import option_values
 from ..timeutil import parse_iso, sane_tz
+from .args import analyze_args, collect_args, expect_arg, upload_args
 
 
 IGNORED_TZ = sane_tz()  # before any collector (python-systemd) is imported
@@ -53,56 +54,6 @@ def parse_incident(text: str) -> dict:
     return {"start": iso_z(s), "end": iso_z(e), "label": m.group(3) or None, "text": text}
 
 
-def _collect_args(p: argparse.ArgumentParser) -> None:
-    """The tool's own collection flags, then every collector's :class:`forensics.source.Option` with a
-    flag, in ``collectors.COLLECTORS`` order (their values land in ``args`` under each ``dest``)."""
-    from .pipeline import collector_options
-    p.add_argument("--root", default="/", help="host root as this process sees it (/ on the node, /host in a pod)")
-    p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
-                                 "(default ./gpu-forensics-<node>-<UTC time>)")
-    p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
-                   help="incident window, ISO 8601 with offsets; repeatable")
-    p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
-    for o in collector_options():
-        if o.flag is None:
-            continue
-        kw = {k: v for k, v in (("metavar", o.metavar), ("type", o.type), ("choices", o.choices)) if v is not None}
-        if o.action:
-            kw["action"] = o.action
-        # argparse appends to its default: give it a fresh list, never the Option's shared one
-        p.add_argument(o.flag, dest=o.dest, help=o.help, default=list(o.default) if o.action == "append" else o.default,
-                       **kw)
-    p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
-                   help="bound the whole collection; what is not reached is marked truncated (default 600)")
-    p.add_argument("--no-redact", action="store_true",
-                   help="keep secret values (container env, annotations, URL credentials); recorded in the manifest")
-
-
-def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
-    if bundle:
-        p.add_argument("bundle", help="bundle directory or .tar.gz")
-        _expect_arg(p)
-        p.add_argument("--allow-tampered", action="store_true",
-                       help="analyse a bundle that does not match its manifest anyway (every report says so; exit 3)")
-    p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
-    p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
-    p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
-    p.add_argument("--markdown-flavor", choices=("markdown", "jira"), default="markdown",
-                   help="report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default markdown)")
-
-
-def _expect_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--expect", metavar="SHA256", type=_sha256_arg,
-                   help="the manifest.json SHA-256 recorded in the ticket; a different one is exit 3")
-
-
-def _sha256_arg(text: str) -> str:
-    t = text.strip().lower()
-    if len(t) != 64 or t.strip("0123456789abcdef"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a SHA-256 (64 hex digits)")
-    return t
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for every subcommand."""
     ex = argparse.RawDescriptionHelpFormatter
@@ -115,21 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="copy the evidence into a bundle (read-only on the host)", formatter_class=ex,
                        epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz")
-    _collect_args(c)
+    collect_args(c)
     a = sub.add_parser("analyze", help="rebuild the timeline and verdicts from a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics analyze node3.tar.gz --html report.html")
-    _analyze_args(a, bundle=True)
+    analyze_args(a, bundle=True)
     r = sub.add_parser("run", help="collect, then analyze", formatter_class=ex,
                        epilog="example: sudo gpu-forensics run --incident 2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
-    _collect_args(r)
-    _analyze_args(r, bundle=False)
-    r.add_argument("--upload-url", metavar="URL", help="PUT (or POST) the bundle archive and the reports here, as sos does")
-    r.add_argument("--upload-method", choices=["put", "post"], default="put")
-    r.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
-    r.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
-    r.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
-    r.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
-                   help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
+    collect_args(r)
+    analyze_args(r, bundle=False)
+    upload_args(r)
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
@@ -139,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
     v.add_argument("bundle")
-    _expect_arg(v)
+    expect_arg(v)
     from . import drill as drill_mod, fleet as fleet_mod
     f = sub.add_parser("fleet", help="one exposure report across many nodes' bundles", formatter_class=ex,
                        epilog="example: gpu-forensics fleet bundles/ --out fleet-report")
