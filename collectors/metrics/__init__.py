@@ -24,6 +24,7 @@ import re
 import statistics
 import time
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
@@ -57,9 +58,29 @@ def _shown(url: str | None) -> str | None:
     return redact_url(url) if url else None
 
 
+def _url(flag: str, example: str):
+    """The ``check`` of a URL option: ``http(s)://HOST...`` or ``file://PATH`` (a recorded copy), else a
+    ``ValueError`` naming the form wanted (the value shown redacted, :func:`redact_url`)."""
+    def check(url: str, _values) -> str:
+        try:
+            p = urlsplit(url)
+            p.port  # noqa: B018 - a port that is not a number in 0..65535 raises ValueError
+            ok = (p.scheme in ("http", "https") and bool(p.hostname)) or (p.scheme == "file" and bool(p.path))
+        except ValueError:
+            ok = False
+        if not ok:
+            shown = redact_url(url, keep_names=True)
+            raise ValueError(f"{flag} wants a URL like {example} (or file://DIR of recorded answers)"
+                             + ("" if shown == "<redacted>" else f"; got {shown}"))
+        return url
+    return check
+
+
 NAME = "metrics"
-PROMETHEUS = Option("--prometheus", "prometheus", "Prometheus base URL (metrics evidence)", metavar="URL", record=_shown)
-DCGM_URL = Option("--dcgm-url", "dcgm_url", "dcgm-exporter /metrics URL", metavar="URL", record=_shown)
+PROMETHEUS = Option("--prometheus", "prometheus", "Prometheus base URL (metrics evidence)", metavar="URL", record=_shown,
+                    check=_url("--prometheus", "http://prometheus:9090"))
+DCGM_URL = Option("--dcgm-url", "dcgm_url", "dcgm-exporter /metrics URL", metavar="URL", record=_shown,
+                  check=_url("--dcgm-url", "http://dcgm-exporter:9400/metrics"))
 TOKEN_ENV = Option("--prometheus-token-env", "prometheus_token_env", "environment variable holding 'Bearer TOKEN' "
                    "or 'Basic user:password' (never stored)", metavar="VAR")
 TOKEN_FILE = Option("--prometheus-token-file", "prometheus_token_file", "file holding the same (never stored)",

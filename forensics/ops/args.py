@@ -3,6 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+#: the epilog of ``collect`` and ``run`` on the time forms (:func:`forensics.timeutil.parse_when`)
+TIMES_HELP = """
+
+times (--incident START..END, --since): ISO 8601 with an offset (2026-11-30T14:00+01:00); a date or
+time without one, read in the NODE's zone from --root and said so (2026-11-30, 2026-11-30T14:00);
+now, today, yesterday; a time ago (-2h, 2d, 90m ago); END may be +30m (after START).
+  e.g. --incident -2h..now   --incident 2026-11-30T14:00..+30m   --since 2d   --since yesterday"""
+
 
 def collect_args(p: argparse.ArgumentParser) -> None:
     """The tool's own collection flags, then every collector's :class:`forensics.source.Option` with a
@@ -12,7 +20,9 @@ def collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
                                  "(default ./gpu-forensics-<node>-<UTC time>)")
     p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
-                   help="incident window, ISO 8601 with offsets; repeatable")
+                   help="incident window; START and END each ISO 8601 with an offset, a date or time without "
+                        "one (read in the node's zone, said so), now, today, yesterday or a time ago (-2h, 2d); "
+                        "END may be +30m after START; repeatable")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
     for o in collector_options():
         if o.flag is None:
@@ -24,7 +34,8 @@ def collect_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(o.flag, dest=o.dest, help=o.help, default=list(o.default) if o.action == "append" else o.default,
                        **kw)
     p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
-                   help="bound the whole collection; what is not reached is marked truncated (default 600)")
+                   help="bound the whole collection; what is not reached is marked truncated, listed, and "
+                        "makes the exit code 1 (default 600; 0: no limit)")
     p.add_argument("--no-redact", action="store_true",
                    help="keep secret values (container env, annotations, URL credentials); recorded in the manifest")
 
