@@ -24,7 +24,6 @@ import re
 import statistics
 import time
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
 
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
@@ -37,6 +36,7 @@ from .promclient import (PromClient, PrometheusError, Unreachable, answered, cha
                          duration_seconds, evidence, fetch_text, last_samples, lowest_timestamp, promql_str,
                          read_credential, selector_matches, stats_expr, stored_data, stored_result,
                          suspicious_spans)
+from .urls import url_problem
 
 NODE_LABELS = ("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node", "kubernetes_node",
                "nodename")
@@ -58,29 +58,9 @@ def _shown(url: str | None) -> str | None:
     return redact_url(url) if url else None
 
 
-def _url(flag: str, example: str):
-    """The ``check`` of a URL option: ``http(s)://HOST...`` or ``file://PATH`` (a recorded copy), else a
-    ``ValueError`` naming the form wanted (the value shown redacted, :func:`redact_url`)."""
-    def check(url: str, _values) -> str:
-        try:
-            p = urlsplit(url)
-            p.port  # noqa: B018 - a port that is not a number in 0..65535 raises ValueError
-            ok = (p.scheme in ("http", "https") and bool(p.hostname)) or (p.scheme == "file" and bool(p.path))
-        except ValueError:
-            ok = False
-        if not ok:
-            shown = redact_url(url, keep_names=True)
-            raise ValueError(f"{flag} wants a URL like {example} (or file://DIR of recorded answers)"
-                             + ("" if shown == "<redacted>" else f"; got {shown}"))
-        return url
-    return check
-
-
 NAME = "metrics"
-PROMETHEUS = Option("--prometheus", "prometheus", "Prometheus base URL (metrics evidence)", metavar="URL", record=_shown,
-                    check=_url("--prometheus", "http://prometheus:9090"))
-DCGM_URL = Option("--dcgm-url", "dcgm_url", "dcgm-exporter /metrics URL", metavar="URL", record=_shown,
-                  check=_url("--dcgm-url", "http://dcgm-exporter:9400/metrics"))
+PROMETHEUS = Option("--prometheus", "prometheus", "Prometheus base URL (metrics evidence)", metavar="URL", record=_shown)
+DCGM_URL = Option("--dcgm-url", "dcgm_url", "dcgm-exporter /metrics URL", metavar="URL", record=_shown)
 TOKEN_ENV = Option("--prometheus-token-env", "prometheus_token_env", "environment variable holding 'Bearer TOKEN' "
                    "or 'Basic user:password' (never stored)", metavar="VAR")
 TOKEN_FILE = Option("--prometheus-token-file", "prometheus_token_file", "file holding the same (never stored)",
@@ -103,7 +83,10 @@ def acquire(ctx: CollectContext) -> None:
     ``metrics/index.json`` records the calls and how far it got.
     """
     ca, url, dcgm = ctx.value(CA), ctx.value(PROMETHEUS), ctx.value(DCGM_URL)
-    if dcgm:
+    bad_dcgm, bad_url = url_problem("--dcgm-url", dcgm), url_problem("--prometheus", url)
+    if bad_dcgm:
+        ctx.writer.record(Artifact(None, redact_url(dcgm), Status.ERROR, "http-get", message=bad_dcgm))
+    elif dcgm:
         try:
             fetch_text(dcgm, ctx.writer, "metrics/dcgm-exporter.metrics.txt", ca=ca)
         except PrometheusError as e:
@@ -112,11 +95,16 @@ def acquire(ctx: CollectContext) -> None:
         return
     node = ctx.node.name or ""
     info = {"node": node, "resource": RESOURCE}
-    try:
-        cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
-    except (OSError, KeyError) as e:
-        info["aborted"] = f"cannot read the Prometheus credential: {type(e).__name__}: {e}"
-        ctx.writer.record(Artifact(None, "prometheus credential", Status.ERROR, "prometheus-api", message=info["aborted"]))
+    # a URL that is not one is said in one line (not as the HTTP library's text), and no call is made
+    aborted, what = (bad_url, redact_url(url)) if bad_url else (None, None)
+    if not aborted:
+        try:
+            cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
+        except (OSError, KeyError) as e:
+            aborted, what = f"cannot read the Prometheus credential: {type(e).__name__}: {e}", "prometheus credential"
+    if aborted:
+        info["aborted"] = aborted
+        ctx.writer.record(Artifact(None, what, Status.ERROR, "prometheus-api", message=aborted))
         ctx.writer.write_json("metrics/index.json", {**info, "source": redact_url(url), "calls": []},
                               redact_url(url), "prometheus-api")
         return
