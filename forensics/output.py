@@ -49,13 +49,13 @@ def describe(e: OSError) -> str:
     return f"{e.strerror or e}" + (f" ({name})" if name else "")
 
 
-def refuse_pseudo(out: Path) -> None:
-    """Raise :class:`BundleWriteError` when ``out`` lies under /proc or /sys (after symlinks)."""
+def refuse_pseudo(out: Path, flag: str = "--out") -> None:
+    """Raise :class:`BundleWriteError` when ``out`` (given as ``flag``) lies under /proc or /sys (after symlinks)."""
     real = os.path.realpath(out)
     for p in PSEUDO:
         if real == p or real.startswith(p + "/"):
             raise BundleWriteError(f"{out}: the output is under {p}, a kernel file system; "
-                                   "give --out on a real disk (e.g. /var/tmp/...)", errno.EINVAL)
+                                   f"give {flag} on a real disk (e.g. /var/tmp/...)", errno.EINVAL)
 
 
 def claim(dir_: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 import zoneinfo
 from bisect import bisect_right
@@ -89,6 +90,80 @@ def parse_iso(text: str) -> datetime:
         return dt.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"time {text!r} is out of range once converted to UTC") from None
+
+
+#: one ``<number><unit>`` of a duration (systemd.time(7) spellings: ``2h``, ``90min``, ``1h30m``, ``2 days``)
+_SPAN = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(weeks?|w|days?|d|hours?|hr|h|minutes?|min|m|seconds?|sec|s)", re.I)
+_UNIT_S = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_span(text: str) -> timedelta | None:
+    """``2h``, ``90m``, ``1h30m``, ``2 days``, ``1.5d`` as a :class:`timedelta` (units w, d, h, m(in),
+    s(ec) and their words, as systemd.time(7) spells them), or ``None`` when ``text`` is not one."""
+    pos, total, t = 0, 0.0, text.strip()
+    while pos < len(t):
+        m = _SPAN.match(t, pos)
+        if not m:
+            return None
+        unit = m.group(2).lower()
+        total += float(m.group(1)) * _UNIT_S["m" if unit.startswith("mi") else unit[0]]
+        pos = m.end()
+    return timedelta(seconds=total) if t else None
+
+
+#: what a time on the command line may be (the usage errors name them)
+WHEN_FORMS = ("ISO 8601 with an offset (2026-07-11T12:34+09:00), a date or time without one read in the "
+              "node's zone (2026-07-11, 2026-07-11T12:34), now, today, yesterday, or a time ago (-2h, 2d, 90m ago)")
+
+
+def parse_when(text: str, now: datetime, zone: Callable[[], tzinfo | None], *,
+               base: datetime | None = None) -> tuple[datetime, str, datetime | None, tuple[str, ...]]:
+    """A time given on the command line, to UTC: ``(utc, form, wall, flags)``.
+
+    ``form`` is ``"offset"`` (ISO 8601 with an offset, :func:`parse_iso`), ``"relative"`` (``now``,
+    ``-2h`` / ``2h`` / ``2h ago``: that long before ``now``; ``+30m``: that long after ``base``, the
+    window's START), or ``"local"`` (a date or date-time without an offset, ``today``, ``yesterday``:
+    the wall time ``wall`` in the node's zone, ``zone()`` called only then; ``flags`` as
+    :func:`localize`'s: ``dst-gap``, ``dst-fold``). ``now`` is an aware datetime (the caller's clock, so
+    that tests fix it). Raises ``ValueError`` for text of none of these forms (:data:`WHEN_FORMS`), a
+    ``+DURATION`` without ``base``, and a zone-less time when ``zone()`` gives ``None``.
+    """
+    t = text.strip()
+    low = t.lower()
+    if low == "now":
+        return now.astimezone(UTC), "relative", None, ()
+    ago = low[:-3].strip() if low.endswith(" ago") else low
+    sign = ago[:1] if ago[:1] in "+-" else ""
+    span = parse_span(ago[1:] if sign else ago)
+    if span is not None:
+        if sign == "+" and ago == low:
+            if base is None:
+                raise ValueError(f"time {text!r}: +DURATION counts from START, so it is for END only (START..+30m)")
+            return base + span, "relative", None, ()
+        return now.astimezone(UTC) - span, "relative", None, ()
+    if low in ("today", "yesterday"):
+        wall = None
+    else:
+        try:
+            dt = _dparser.isoparse(t)
+        except (ValueError, OverflowError):
+            raise ValueError(f"time {text!r}: expected {WHEN_FORMS}") from None
+        if dt.tzinfo is not None:
+            return parse_iso(t), "offset", None, ()
+        wall = dt
+    rules = zone()
+    if rules is None:
+        raise ValueError(f"time {text!r} is read in the node's zone, and the node's time zone is unknown "
+                         "(no /etc/localtime, /etc/timezone or /etc/sysconfig/clock under --root); write it with an "
+                         "offset, e.g. 2026-07-11T12:34+09:00")
+    if wall is None:
+        day = now.astimezone(rules).date() - timedelta(days=1 if low == "yesterday" else 0)
+        wall = datetime(day.year, day.month, day.day)
+    try:
+        utc, flags = localize(wall, rules)
+    except OverflowError:
+        raise ValueError(f"time {text!r} is out of range once converted to UTC") from None
+    return utc, "local", wall, flags
 
 
 def within(windows: Iterable[tuple[datetime, datetime]]) -> Callable[[datetime], bool]:

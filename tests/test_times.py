@@ -275,3 +275,30 @@ def test_a_rotation_after_every_copy_is_matched_by_inode_and_by_content(tmp_path
     reading = packages.read(bundle, NodeFacts())
     upgrades = sorted(e.at for e in reading.events if e.attrs.get("action") == "upgrade")
     assert upgrades == [datetime(2026, 8, 1, 10, 0, 1, tzinfo=UTC), datetime(2026, 9, 1, 10, 0, 1, tzinfo=UTC)]
+
+
+# -- issue 16 item 5: command-line times (forensics.timeutil.parse_span / parse_when) ----------------
+def test_durations_as_systemd_time_spells_them():
+    from forensics.timeutil import parse_span
+    assert parse_span("2h") == timedelta(hours=2) and parse_span("1h30m") == timedelta(minutes=90)
+    assert parse_span("90min") == parse_span("90 minutes") == timedelta(minutes=90)
+    assert parse_span("1.5d") == timedelta(hours=36) and parse_span("2 weeks") == timedelta(days=14)
+    assert parse_span("2026") is None and parse_span("") is None and parse_span("2h soon") is None
+
+
+def test_parse_when_keeps_offset_times_exact_and_reads_the_rest_in_the_given_zone():
+    from forensics.timeutil import parse_iso, parse_when, tz_by_name
+    now = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)
+    karachi = tz_by_name(ZONE)
+    asked = []
+
+    def zone():
+        asked.append(1)
+        return karachi
+    assert parse_when("2026-07-11T12:34+09:00", now, zone) == (parse_iso("2026-07-11T12:34+09:00"), "offset", None, ())
+    assert parse_when("-2h", now, zone)[:2] == (datetime(2026, 12, 1, 14, 0, tzinfo=UTC), "relative")
+    assert not asked  # the zone is read only for a zone-less time
+    utc, form, wall, flags = parse_when("2026-09-02 13:05", now, zone)
+    assert (utc, form, wall, flags) == (datetime(2026, 9, 2, 8, 5, tzinfo=UTC), "local", datetime(2026, 9, 2, 13, 5), ())
+    # "yesterday" is the node's yesterday: 16:00 UTC is 21:00 in Karachi, still 2026-12-01 there
+    assert parse_when("yesterday", now, zone)[0] == datetime(2026, 11, 29, 19, 0, tzinfo=UTC)

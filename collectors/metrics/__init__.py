@@ -36,6 +36,7 @@ from .promclient import (PromClient, PrometheusError, Unreachable, answered, cha
                          duration_seconds, evidence, fetch_text, last_samples, lowest_timestamp, promql_str,
                          read_credential, selector_matches, stats_expr, stored_data, stored_result,
                          suspicious_spans)
+from .urls import url_problem
 
 NODE_LABELS = ("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node", "kubernetes_node",
                "nodename")
@@ -82,7 +83,10 @@ def acquire(ctx: CollectContext) -> None:
     ``metrics/index.json`` records the calls and how far it got.
     """
     ca, url, dcgm = ctx.value(CA), ctx.value(PROMETHEUS), ctx.value(DCGM_URL)
-    if dcgm:
+    bad_dcgm, bad_url = url_problem("--dcgm-url", dcgm), url_problem("--prometheus", url)
+    if bad_dcgm:
+        ctx.writer.record(Artifact(None, redact_url(dcgm), Status.ERROR, "http-get", message=bad_dcgm))
+    elif dcgm:
         try:
             fetch_text(dcgm, ctx.writer, "metrics/dcgm-exporter.metrics.txt", ca=ca)
         except PrometheusError as e:
@@ -91,11 +95,16 @@ def acquire(ctx: CollectContext) -> None:
         return
     node = ctx.node.name or ""
     info = {"node": node, "resource": RESOURCE}
-    try:
-        cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
-    except (OSError, KeyError) as e:
-        info["aborted"] = f"cannot read the Prometheus credential: {type(e).__name__}: {e}"
-        ctx.writer.record(Artifact(None, "prometheus credential", Status.ERROR, "prometheus-api", message=info["aborted"]))
+    # a URL that is not one is said in one line (not as the HTTP library's text), and no call is made
+    aborted, what = (bad_url, redact_url(url)) if bad_url else (None, None)
+    if not aborted:
+        try:
+            cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
+        except (OSError, KeyError) as e:
+            aborted, what = f"cannot read the Prometheus credential: {type(e).__name__}: {e}", "prometheus credential"
+    if aborted:
+        info["aborted"] = aborted
+        ctx.writer.record(Artifact(None, what, Status.ERROR, "prometheus-api", message=aborted))
         ctx.writer.write_json("metrics/index.json", {**info, "source": redact_url(url), "calls": []},
                               redact_url(url), "prometheus-api")
         return

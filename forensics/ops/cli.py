@@ -1,29 +1,29 @@
 """Command line (../shared/DESIGN.md "Command line"; stable, scripts depend on it).
 
-Exit codes: 0 done; 1 done but evidence missing or unreadable; 2 usage error (an output that exists
-or is being written included); 3 bundle invalid or tampered; 4 ``drill``: still exposed; 5 the bundle
-could not be written (full disk, read-only or /proc, /sys output; what was written is kept as
-``<out>.incomplete``, marked with the reason); 130 / 143 interrupted by SIGINT / SIGTERM (the partial
-bundle kept the same way).
+Exit codes: 0 done; 1 done with gaps (evidence missing, unreadable, or cut by --time-budget: each
+named on stderr); 2 usage error (an output that exists or is being written included); 3 bundle invalid
+or tampered; 4 ``drill``: still exposed; 5 an output could not be written (the bundle: full disk,
+read-only or /proc, /sys output, what was written kept as ``<out>.incomplete``, marked with the
+reason; a report; the timeline on stdout), one line saying what to do; 130 / 143 interrupted by
+SIGINT / SIGTERM (the partial bundle kept the same way).
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import re
 import sys
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..artifact import Status
 from ..bundle import Bundle, BundleError, verify
-from ..output import BundleWriteError
+from ..output import BundleWriteError, describe, refuse_pseudo
 from ..source import option_values
-from ..timeutil import parse_iso, sane_tz
+from ..timeutil import sane_tz
+from .args import TIMES_HELP, analyze_args, collect_args, expect_arg, upload_args
+from . import say
+from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
 
 IGNORED_TZ = sane_tz()  # before any collector (python-systemd) is imported
@@ -36,71 +36,14 @@ class UsageError(Exception):
     """Bad input from the user; printed as one line with a hint, exit code 2."""
 
 
-def parse_incident(text: str) -> dict:
-    """``START..END[=LABEL]`` (ISO 8601 with offsets) to ``{"start", "end", "label"}`` in UTC.
-    Raises :class:`UsageError` for anything else."""
-    m = re.fullmatch(r"\s*([^.=]+?)\s*\.\.\s*([^=]+?)\s*(?:=(.*))?", text)
-    if not m:
-        raise UsageError(f"--incident {text!r}: expected START..END[=LABEL], e.g. "
-                         "2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
+def parse_incident(text: str, clock: NodeClock | None = None) -> dict:
+    """``START..END[=LABEL]`` to ``{"start", "end", "label", "text"}`` in UTC (:func:`forensics.ops.when.
+    resolve_incident`; without ``clock`` only times with an offset or relative to now are read). Raises
+    :class:`UsageError` for anything else."""
     try:
-        s, e = parse_iso(m.group(1)), parse_iso(m.group(2))
-    except ValueError as exc:
-        raise UsageError(f"--incident {text!r}: {exc}") from None
-    if e < s:
-        raise UsageError(f"--incident {text!r}: END is before START")
-    from ..timeutil import iso_z
-    return {"start": iso_z(s), "end": iso_z(e), "label": m.group(3) or None, "text": text}
-
-
-def _collect_args(p: argparse.ArgumentParser) -> None:
-    """The tool's own collection flags, then every collector's :class:`forensics.source.Option` with a
-    flag, in ``collectors.COLLECTORS`` order (their values land in ``args`` under each ``dest``)."""
-    from .pipeline import collector_options
-    p.add_argument("--root", default="/", help="host root as this process sees it (/ on the node, /host in a pod)")
-    p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
-                                 "(default ./gpu-forensics-<node>-<UTC time>)")
-    p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
-                   help="incident window, ISO 8601 with offsets; repeatable")
-    p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
-    for o in collector_options():
-        if o.flag is None:
-            continue
-        kw = {k: v for k, v in (("metavar", o.metavar), ("type", o.type), ("choices", o.choices)) if v is not None}
-        if o.action:
-            kw["action"] = o.action
-        # argparse appends to its default: give it a fresh list, never the Option's shared one
-        p.add_argument(o.flag, dest=o.dest, help=o.help, default=list(o.default) if o.action == "append" else o.default,
-                       **kw)
-    p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
-                   help="bound the whole collection; what is not reached is marked truncated (default 600)")
-    p.add_argument("--no-redact", action="store_true",
-                   help="keep secret values (container env, annotations, URL credentials); recorded in the manifest")
-
-
-def _analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
-    if bundle:
-        p.add_argument("bundle", help="bundle directory or .tar.gz")
-        _expect_arg(p)
-        p.add_argument("--allow-tampered", action="store_true",
-                       help="analyse a bundle that does not match its manifest anyway (every report says so; exit 3)")
-    p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
-    p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
-    p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
-    p.add_argument("--markdown-flavor", choices=("markdown", "jira"), default="markdown",
-                   help="report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default markdown)")
-
-
-def _expect_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--expect", metavar="SHA256", type=_sha256_arg,
-                   help="the manifest.json SHA-256 recorded in the ticket; a different one is exit 3")
-
-
-def _sha256_arg(text: str) -> str:
-    t = text.strip().lower()
-    if len(t) != 64 or t.strip("0123456789abcdef"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a SHA-256 (64 hex digits)")
-    return t
+        return resolve_incident(text, clock or NodeClock(None))[0]
+    except ValueError as e:
+        raise UsageError(f"--incident {text!r}: {e}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,22 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="say what each step does")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="copy the evidence into a bundle (read-only on the host)", formatter_class=ex,
-                       epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz")
-    _collect_args(c)
+                       epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz" + TIMES_HELP)
+    collect_args(c)
     a = sub.add_parser("analyze", help="rebuild the timeline and verdicts from a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics analyze node3.tar.gz --html report.html")
-    _analyze_args(a, bundle=True)
+    analyze_args(a, bundle=True)
     r = sub.add_parser("run", help="collect, then analyze", formatter_class=ex,
-                       epilog="example: sudo gpu-forensics run --incident 2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july")
-    _collect_args(r)
-    _analyze_args(r, bundle=False)
-    r.add_argument("--upload-url", metavar="URL", help="PUT (or POST) the bundle archive and the reports here, as sos does")
-    r.add_argument("--upload-method", choices=["put", "post"], default="put")
-    r.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
-    r.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
-    r.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
-    r.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
-                   help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
+                       epilog="example: sudo gpu-forensics run --incident 2026-07-11T12:34+09:00..2026-08-02T00:00+09:00=july"
+                       + TIMES_HELP)
+    collect_args(r)
+    analyze_args(r, bundle=False)
+    upload_args(r)
     t = sub.add_parser("timeline", help="print the events of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics timeline node3.tar.gz --format csv > timeline.csv")
     t.add_argument("bundle")
@@ -139,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="recompute every hash of a bundle", formatter_class=ex,
                        epilog="example: gpu-forensics verify node3.tar.gz")
     v.add_argument("bundle")
-    _expect_arg(v)
+    expect_arg(v)
     from . import drill as drill_mod, fleet as fleet_mod
     f = sub.add_parser("fleet", help="one exposure report across many nodes' bundles", formatter_class=ex,
                        epilog="example: gpu-forensics fleet bundles/ --out fleet-report")
@@ -167,45 +105,30 @@ def _report_paths(args, bundle_path: Path) -> tuple[Path, Path, Path]:
             Path(args.json) if args.json else d / "analysis.json")
 
 
-VERBOSITY = {"quiet": False, "verbose": False}
+def _budget(seconds: float) -> None:
+    """``--time-budget``: negative or NaN is a usage error; 0 (no limit) is said."""
+    if not seconds >= 0:
+        raise UsageError(f"--time-budget {seconds:g}: give the seconds the collection may take, or 0 for no limit")
+    if seconds == 0:
+        say.note("--time-budget 0: no time limit; every source is read to its end")
 
 
-def _log(msg: str) -> None:
-    """Progress notes go to stderr: always with --verbose, never with --quiet, else on a TTY."""
-    if VERBOSITY["quiet"]:
-        return
-    if VERBOSITY["verbose"] or sys.stderr.isatty():
-        print(f"gpu-forensics: {msg}", file=sys.stderr)
-
-
-@contextmanager
-def _progress(total: int):
-    """A rich progress bar on stderr while collectors run; plain notes when stderr is not a TTY
-    (nothing with --quiet)."""
-    if VERBOSITY["quiet"] or not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
-        # rich is the "report" extra: a node's collect (the zipapp, a base install) has plain notes
-        yield _log
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("collecting", total=total)
-
-        def step(msg: str) -> None:
-            bar.update(task, description=msg, advance=1 if msg.startswith("collecting ") else 0)
-        yield step
-
-
-def cmd_collect(args, argv) -> tuple[Path, int]:
-    """``collect`` (and the first half of ``run``): check the arguments, then collect. Each collector
-    option's own check (``Option.check``: --since parses, --journal-dir exists, --probe needs root,
-    --kubeconfig needs --kube and must exist) raises ``ValueError``, shown as a usage error."""
-    from .pipeline import collect, collector_options, interruptible
+def cmd_collect(args, argv, announce: bool = True) -> tuple[Path, int, str]:
+    """``collect`` (and the first half of ``run``): check the arguments, then collect; returns ``(bundle,
+    exit code, manifest.json SHA-256)``, printing the bundle and its hash when ``announce`` (``run``
+    prints them once, at its end). Each collector option's own check (``Option.check``: --journal-dir
+    exists, --probe needs root, --kubeconfig needs --kube and must exist) raises ``ValueError``, shown
+    as a usage error. Exit 1 when a source failed, was unreadable or was cut by the time budget: one
+    line per such source."""
+    from .pipeline import budget_cuts, collect, collector_options, interruptible
     root = Path(args.root)
     if not root.is_dir():
         raise UsageError(f"--root {root}: not a directory (give the host's root, e.g. / or /host)")
-    incidents = [parse_incident(x) for x in args.incident]
+    _budget(args.time_budget)
+    try:
+        incidents = read_times(args, root, say.note)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     declared = collector_options()
     try:
         options = option_values(declared, {o.dest: getattr(args, o.dest) for o in declared if o.flag},
@@ -215,22 +138,15 @@ def cmd_collect(args, argv) -> tuple[Path, int]:
     out = Path(args.out) if args.out else _default_out(args.node or _hostname(root))
     from collectors import COLLECTORS
     try:
-        with interruptible(), _progress(len(COLLECTORS)) as log:
+        with interruptible(), say.progress(len(COLLECTORS)) as log:
             path, digest, arts = collect(root, out, options=options, incidents=incidents, node_name=args.node,
                                          argv=argv, log=log, redact=not args.no_redact, time_budget=args.time_budget)
     except FileExistsError as e:
         raise UsageError(str(e)) from None
-    bad = [a for a in arts if a.status in (Status.UNREADABLE, Status.ERROR)]
-    print(f"bundle: {path}\nmanifest.json sha256: {digest}")
-    for a in bad:
-        print(f"  {a.status.value}: {a.source}" + (f" (errno {a.errno})" if a.errno else "")
-              + (f": {a.message}" if a.message else ""), file=sys.stderr)
-    if os.geteuid() != 0:
-        denied = [a for a in arts if a.status is Status.UNREADABLE]
-        print(f"  note: not root: {len(denied)} artifacts were unreadable. Root would add them, and also the "
-              "journal files of other users, containerd/runc state under /run, cgroup device rules and the "
-              "--probe. Re-run with sudo.", file=sys.stderr)
-    return path, EXIT_MISSING if bad else EXIT_OK
+    if announce:
+        print(f"bundle: {path}\nmanifest.json sha256: {digest}")
+    gaps = say.gaps(arts, budget_cuts(arts), args.time_budget)
+    return path, EXIT_MISSING if gaps else EXIT_OK, digest
 
 
 def _hostname(root: Path) -> str | None:
@@ -251,9 +167,12 @@ def _integrity(b: Bundle, expect: str | None) -> dict:
             "expected_sha256": expect}
 
 
-def cmd_analyze(bundle_path: Path, args) -> int:
+def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     """``analyze``: verify the bundle first; one that does not match its manifest (or ``--expect``) is
-    not analysed (exit 3) unless ``--allow-tampered``, and then every report carries a banner."""
+    not analysed (exit 3) unless ``--allow-tampered``, and then every report carries a banner. The
+    verdict lines are printed before the reports are rendered (with --quiet too), then the reports'
+    paths when ``announce`` (``run`` names them once, in its summary). A report that cannot be written
+    raises :class:`BundleWriteError` (exit 5, one line)."""
     from reports import render
     from .pipeline import analyze
     b = Bundle.open(bundle_path)
@@ -272,28 +191,44 @@ def cmd_analyze(bundle_path: Path, args) -> int:
     finally:
         b.close()
     a["integrity"] = integrity
-    html, md, js = _report_paths(args, bundle_path)
-    written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"))
-    for s in a["verdicts"]:
-        print(s)
-    for p in written:
-        print(f"wrote {p}")
+    for v in a["verdicts"]:  # the answer first: before the HTML and its chart are rendered
+        print(v)
+    sys.stdout.flush()
+    html, md, js = paths = _report_paths(args, bundle_path)
+    try:
+        written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"))
+    except OSError as e:  # the file, or a directory render.write makes for it
+        bad = Path(e.filename or html)
+        flag, path = next(((f, p) for f, p in zip(REPORT_FLAGS, paths) if bad in (p, *p.parents)), ("--html", html))
+        where = f"{path}: {bad}" if bad != path else f"{path}"
+        raise BundleWriteError(f"cannot write the report {where}: {describe(e)}; give {flag} (--html, "
+                               "--markdown, --json) a writable place, e.g. /var/tmp/report.html", e.errno) from None
+    if announce:
+        for p in written:
+            print(f"wrote {p}")
     if not integrity["verified"]:
         return EXIT_INVALID
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
 
 
-def _summary(bundle: Path, args) -> None:
+REPORT_FLAGS = ("--html", "--markdown", "--json")
+
+
+def check_report_paths(args) -> None:
+    """``--html``, ``--markdown``, ``--json`` under /proc or /sys are refused before anything is done
+    (:func:`forensics.output.refuse_pseudo`; exit 5)."""
+    for flag in REPORT_FLAGS:
+        given = getattr(args, flag[2:], None)
+        if given:
+            refuse_pseudo(Path(given), flag)
+
+
+def _summary(bundle: Path, digest: str, args) -> None:
     """The end of ``run``: where everything is, and the hash the ticket should record: the SHA-256 of
     manifest.json, the value ``collect`` prints and ``verify`` prints and checks (``--expect``),
     whether the bundle is a directory or a ``.tar.gz``."""
-    b = Bundle.open(bundle)
-    b.close()
-    html, md, _js = _report_paths(args, bundle)
-    print(f"\nreport: {html}\nticket text: {md}\nbundle: {bundle}\nmanifest.json sha256: {b.manifest_sha256}")
-    if os.geteuid() != 0:
-        print("note: not run as root; container and device evidence needs root (see the manifest's "
-              "unreadable records)", file=sys.stderr)
+    html, md, js = _report_paths(args, bundle)
+    print(f"\nreport: {html}\nticket text: {md}\nanalysis: {js}\nbundle: {bundle}\nmanifest.json sha256: {digest}")
 
 
 def _upload(bundle: Path, args) -> int:
@@ -331,8 +266,22 @@ def cmd_timeline(args) -> int:
         a = analyze(b, full_timeline=True)
     finally:
         b.close()
-    write(a, args.format, sys.stdout)
+    try:
+        write(a, args.format, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _quiet_stdout()
+        raise BundleWriteError(f"cannot write the timeline to standard output: {describe(e)}; "
+                               "redirect it to a file on a disk with room (> timeline.txt)", e.errno) from None
     return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once a write to it failed, so that the interpreter's flush at exit
+    neither fails again nor prints a traceback (the Python docs' recipe for SIGPIPE)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def cmd_verify(args) -> int:
@@ -368,7 +317,7 @@ def cmd_demo(args) -> int:
         for inc in smp.incidents:
             argv += ["--incident", inc]
         ns = build_parser().parse_args(argv[1:])
-        path, _rc = cmd_collect(ns, argv)
+        path = cmd_collect(ns, argv)[0]
     ns_a = argparse.Namespace(html=str(out / "report.html"), markdown=str(out / "report.md"),
                               json=str(out / "analysis.json"))
     cmd_analyze(path, ns_a)
@@ -379,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gpu-forensics`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    VERBOSITY.update(quiet=args.quiet, verbose=args.verbose)
+    args = parser.parse_args(join_negative_times(argv))
+    say.VERBOSITY.update(quiet=args.quiet, verbose=args.verbose)
     if IGNORED_TZ is not None:
         print(f"gpu-forensics: note: TZ={IGNORED_TZ!r} is not a valid time zone; ignored (UTC used)", file=sys.stderr)
     full = ["gpu-forensics"] + argv
@@ -388,11 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "collect":
             return cmd_collect(args, full)[1]
         if args.cmd == "analyze":
+            check_report_paths(args)
             return cmd_analyze(Path(args.bundle), args)
         if args.cmd == "run":
-            path, rc = cmd_collect(args, full)
-            rc2 = cmd_analyze(path, args)
-            _summary(path, args)
+            check_report_paths(args)
+            path, rc, digest = cmd_collect(args, full, announce=False)
+            rc2 = cmd_analyze(path, args, announce=False)
+            _summary(path, digest, args)
             rc3 = _upload(path, args) if args.upload_url else EXIT_OK
             return max(rc, rc2, rc3)
         if args.cmd == "timeline":
@@ -417,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; what was written is kept, marked incomplete, in {e.kept}" if e.kept else ""
         print(f"gpu-forensics: error: {e}{kept}", file=sys.stderr)
         return EXIT_WRITE
-    except BrokenPipeError:
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        _quiet_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
         print("gpu-forensics: interrupted by SIGINT", file=sys.stderr)

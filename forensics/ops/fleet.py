@@ -20,7 +20,8 @@ same ``dpkg`` package, or the same package versions) within :data:`MERGE_WINDOW`
 story. reports/fleet.py renders the JSON as HTML and computes nothing of its own.
 
 Exit codes: 0 done; 1 done, but some bundle lacked evidence; 2 usage error (no bundle found);
-3 some bundle could not be opened or does not match its manifest (the report lists it).
+3 some bundle could not be opened or does not match its manifest (the report lists it, and the
+summary names each unreadable one with the reason); 5 the report could not be written (one line).
 """
 from __future__ import annotations
 
@@ -375,10 +376,19 @@ def run_args(args) -> int:
     out = Path(args.out)
     html_path, json_path = Path(args.html or out / "fleet.html"), Path(args.json or out / "fleet.json")
     from reports import fleet as fleet_report
-    fleet_report.write(report, html_path, json_path)
+    from ..output import describe
+    try:
+        fleet_report.write(report, html_path, json_path)
+    except OSError as e:
+        print(f"gpu-forensics: error: cannot write the fleet report {e.filename or html_path}: {describe(e)}; "
+              "give --out (or --html, --json) a writable place, e.g. /var/tmp/fleet-report", file=sys.stderr)
+        return 5
     c = report["counts"]
     print(f"{len(report['nodes'])} nodes: {c['broken']} broken, {c['exposed']} exposed, {c['safe']} safe, "
           f"{c['unknown']} unknown; {len(report['stories'])} stories; {len(report['errors'])} bundles unreadable")
+    for err in report["errors"]:
+        said = err["error"] if err["bundle"] in err["error"] else f"{err['bundle']}: {err['error']}"
+        print(f"  unreadable: {said}")
     for s in report["stories"]:
         print(f"  {s['id']} {s['start']}: {s['label']} on {len(s['nodes'])} node(s)")
     print(f"wrote {html_path}\nwrote {json_path}")

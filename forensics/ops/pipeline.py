@@ -107,7 +107,7 @@ def _run_collectors(collectors, ctx: CollectContext, writer: BundleWriter, log, 
         log(f"collecting {name}")
         if ctx.expired():
             writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
-                                   message=f"not run: the {time_budget:.0f} s time budget was spent"))
+                                   message=f"not run: the {time_budget:g} s time budget was spent"))
             continue
         try:
             mod.acquire(ctx)
@@ -119,6 +119,20 @@ def _run_collectors(collectors, ctx: CollectContext, writer: BundleWriter, log, 
                                    notes=(traceback.format_exc(limit=3)[-800:],)))
         if writer.write_error is not None:  # a full or read-only disk: what follows could not be kept
             return
+
+
+def budget_cuts(artifacts: list[Artifact]) -> list[tuple[str, str]]:
+    """``(source, why)`` of each source the time budget cut, in manifest order, once per source: the
+    ``truncated`` records whose message or notes say "time budget" (a collector not run, a file not
+    read, a scan stopped; the collectors write those words), not those cut by a size bound or a selection."""
+    out: dict[str, str] = {}
+    for a in artifacts:
+        if a.status is not Status.TRUNCATED or a.source in out:
+            continue
+        why = next((t for t in (a.message, *a.notes) if t and "time budget" in t), None)
+        if why:
+            out[a.source] = " ".join(why.split())
+    return list(out.items())
 
 
 class Interrupted(BaseException):

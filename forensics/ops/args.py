@@ -1,0 +1,79 @@
+"""The argument builders of the command line (:mod:`forensics.ops.cli` wires them into its subcommands)."""
+from __future__ import annotations
+
+import argparse
+
+#: the epilog of ``collect`` and ``run`` on the time forms (:func:`forensics.timeutil.parse_when`)
+TIMES_HELP = """
+
+times (--incident START..END, --since): ISO 8601 with an offset (2026-11-30T14:00+01:00); a date or
+time without one, read in the NODE's zone from --root and said so (2026-11-30, 2026-11-30T14:00);
+now, today, yesterday; a time ago (-2h, 2d, 90m ago); END may be +30m (after START).
+  e.g. --incident -2h..now   --incident 2026-11-30T14:00..+30m   --since 2d   --since yesterday"""
+
+
+def collect_args(p: argparse.ArgumentParser) -> None:
+    """The tool's own collection flags, then every collector's :class:`forensics.source.Option` with a
+    flag, in ``collectors.COLLECTORS`` order (their values land in ``args`` under each ``dest``)."""
+    from .pipeline import collector_options
+    p.add_argument("--root", default="/", help="host root as this process sees it (/ on the node, /host in a pod)")
+    p.add_argument("--out", help="bundle path: a directory, or a file ending in .tar.gz "
+                                 "(default ./gpu-forensics-<node>-<UTC time>)")
+    p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
+                   help="incident window; START and END each ISO 8601 with an offset, a date or time without "
+                        "one (read in the node's zone, said so), now, today, yesterday or a time ago (-2h, 2d); "
+                        "END may be +30m after START; repeatable")
+    p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
+    for o in collector_options():
+        if o.flag is None:
+            continue
+        kw = {k: v for k, v in (("metavar", o.metavar), ("type", o.type), ("choices", o.choices)) if v is not None}
+        if o.action:
+            kw["action"] = o.action
+        # argparse appends to its default: give it a fresh list, never the Option's shared one
+        p.add_argument(o.flag, dest=o.dest, help=o.help, default=list(o.default) if o.action == "append" else o.default,
+                       **kw)
+    p.add_argument("--time-budget", type=float, default=600, metavar="SECONDS",
+                   help="bound the whole collection; what is not reached is marked truncated, listed, and "
+                        "makes the exit code 1 (default 600; 0: no limit)")
+    p.add_argument("--no-redact", action="store_true",
+                   help="keep secret values (container env, annotations, URL credentials); recorded in the manifest")
+
+
+def analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
+    """The report flags of ``analyze`` and ``run`` (with ``bundle``: the bundle argument, ``--expect``
+    and ``--allow-tampered`` of ``analyze``)."""
+    if bundle:
+        p.add_argument("bundle", help="bundle directory or .tar.gz")
+        expect_arg(p)
+        p.add_argument("--allow-tampered", action="store_true",
+                       help="analyse a bundle that does not match its manifest anyway (every report says so; exit 3)")
+    p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
+    p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
+    p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
+    p.add_argument("--markdown-flavor", choices=("markdown", "jira"), default="markdown",
+                   help="report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default markdown)")
+
+
+def expect_arg(p: argparse.ArgumentParser) -> None:
+    """``--expect SHA256`` (``analyze``, ``verify``)."""
+    p.add_argument("--expect", metavar="SHA256", type=_sha256_arg,
+                   help="the manifest.json SHA-256 recorded in the ticket; a different one is exit 3")
+
+
+def _sha256_arg(text: str) -> str:
+    t = text.strip().lower()
+    if len(t) != 64 or t.strip("0123456789abcdef"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a SHA-256 (64 hex digits)")
+    return t
+
+
+def upload_args(p: argparse.ArgumentParser) -> None:
+    """``run``'s upload flags (:mod:`forensics.ops.upload`)."""
+    p.add_argument("--upload-url", metavar="URL", help="PUT (or POST) the bundle archive and the reports here, as sos does")
+    p.add_argument("--upload-method", choices=["put", "post"], default="put")
+    p.add_argument("--upload-auth-env", metavar="VAR", help="environment variable holding the Authorization header value")
+    p.add_argument("--upload-auth-file", metavar="FILE", help="file holding the Authorization header value")
+    p.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
+    p.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
+                   help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
