@@ -9,8 +9,9 @@ such a pair. A route not listed is a 404 ``Status``, as the API server's. Every 
 ``requests`` (method, path, query as a dict of lists, parsed JSON body).
 
 ``pods/exec`` is the websocket upgrade the API server speaks (RFC 6455 handshake; subprotocol
-``v4.channel.k8s.io`` chosen from the client's offer): frames of one channel byte then data,
-server frames unmasked; first an empty frame per channel (1, 2, 3) as the API server's stream
+``v4.channel.k8s.io`` chosen from the client's offer by default): frames of one channel byte then data,
+server frames unmasked (``v5.channel.k8s.io``, what API servers 1.30+ choose, with ``protocol=``;
+the server side frames the same); first an empty frame per channel (1, 2, 3) as the API server's stream
 opens them, then stdout (1) and stderr (2) in frames of at most 32 KiB, then the exec's ``Status``
 on channel 3 (``Success``, or ``Failure`` with reason ``NonZeroExitCode`` and the exit code in
 ``details.causes``; k8s.io/apimachinery remotecommand), then a close frame. What the command
@@ -70,8 +71,8 @@ def exec_status(command: list[str], code: int) -> dict:
 class Replay:
     """The server; use as a context manager. ``url`` is its base URL."""
 
-    def __init__(self, routes: dict, exec_handler=None):
-        self.routes = {k: list(v) for k, v in routes.items()}
+    def __init__(self, routes: dict, exec_handler=None, protocol: str = "v4.channel.k8s.io"):
+        self.routes, self.protocol = {k: list(v) for k, v in routes.items()}, protocol
         self.exec_handler, self.requests, self.hits = exec_handler, [], {}
         replay = self
 
@@ -106,8 +107,8 @@ class Replay:
                 self.send_header("Upgrade", "websocket")
                 self.send_header("Connection", "Upgrade")
                 self.send_header("Sec-WebSocket-Accept", accept)
-                if "v4.channel.k8s.io" in offered:
-                    self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
+                if replay.protocol in offered:
+                    self.send_header("Sec-WebSocket-Protocol", replay.protocol)
                 self.end_headers()
                 self.close_connection = True
                 command = req["query"].get("command") or []

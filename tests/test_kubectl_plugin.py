@@ -201,7 +201,8 @@ def test_exec_forbidden_is_rbac_on_pods_exec(tmp_path, capsys):
 
 
 def test_a_bundle_that_does_not_verify_is_refused(tmp_path, capsys):
-    """The pod serves a bundle whose file was changed after collection (its SHA-256 announced right)."""
+    """The pod serves a bundle whose file was changed after collection (its SHA-256 announced right);
+    the exec answered in ``v5.channel.k8s.io`` (API servers 1.30+)."""
     sys.path.insert(0, str(PROJECT / "samples"))
     from forensics.ops.cli import main
     import tarfile
@@ -220,7 +221,7 @@ def test_a_bundle_that_does_not_verify_is_refused(tmp_path, capsys):
     def serve(command):
         return (data[int(command[5]):int(command[5]) + int(command[6])], b"", 0) if command[3] == "send" else (b"", b"", 0)
     capsys.readouterr()
-    with Replay(_base_routes(["pods-running.json"], log=(200, log)), serve) as srv:
+    with Replay(_base_routes(["pods-running.json"], log=(200, log)), serve, protocol="v5.channel.k8s.io") as srv:
         rc = _run(srv, tmp_path)
     assert rc == ka.EXIT_INVALID == 3
     line = _one_error(capsys)

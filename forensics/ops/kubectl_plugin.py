@@ -9,7 +9,7 @@ through). In order:
    ``nodeName``, the image of ``--image``, the collect options passed through;
 3. ``GET /api/v1/namespaces/NS/pods?labelSelector=job-name=JOB`` every ``--poll`` seconds, progress
    printed when the pod's phase or container state changes, and the pod's log
-   (``GET .../pods/POD/log?container=collect``) read until its ``bundle-ready`` line
+   (``GET .../pods/POD/log?container=collect&tailLines=20``) read until its ``bundle-ready`` line
    (forensics/ops/kubectl_pod.py); an image pull error, a pod the node refuses, a pod that fails or
    ``--timeout`` ends it with one line and its exit code;
 4. the copy through ``pods/exec`` in bounded chunks (:func:`kubectl_api.fetch`), checked against the
@@ -154,8 +154,8 @@ def wait_for_bundle(api: ka.Api, ns: str, job: str, timeout: float, poll: float)
                 raise err
             phase = (p.get("status") or {}).get("phase")
             if phase in ("Running", "Succeeded"):
-                status, data = api.call("GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log", {"container": "collect"},
-                                        accept="text/plain")
+                status, data = api.call("GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
+                                        {"container": "collect", "tailLines": "20"}, accept="text/plain")
                 if not 200 <= status < 300:
                     raise ka.status_error(status, data, "get", "pods/log", f"pod {ns}/{pod}")
                 ready = parse_ready(data.decode("utf-8", "replace"))
