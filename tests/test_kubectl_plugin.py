@@ -276,6 +276,8 @@ def test_rendered_job_validates_and_keeps_the_template_contract():
     assert c["command"] == ["python3", "-m", "forensics.ops.kubectl_pod"]
     assert c["args"] == ["--wait-copy", "300", "--", "collect", "--root", "/host", "--node", "$(NODE_NAME)", "--kube",
                          "--since", "2h"]
+    assert job["spec"]["activeDeadlineSeconds"] == 1800  # the template's; a longer wait raises it
+    assert ka.render_job(NODE, JOB, NS, IMAGE, [], 1000)["spec"]["activeDeadlineSeconds"] == 2200
     # the file deploy/jobs/job-node.yaml is the packaged template itself
     assert (PROJECT / "deploy" / "jobs" / "job-node.yaml").resolve() == ka.TEMPLATE
     assert yaml.safe_load(ka.TEMPLATE.read_text())["spec"]["template"]["spec"]["nodeName"] == "target-node"

@@ -10,7 +10,6 @@ Requests go through the official Python client (the ``kube`` extra): JSON calls 
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -112,12 +111,13 @@ def render_job(node: str, name: str, namespace: str, image: str, collect_args: l
                pull_policy: str | None = None, template: Path = TEMPLATE) -> dict:
     """The Job of ``template`` for ``node``: ``metadata.name``/``namespace``, a ``gpu-forensics.io/node``
     label, ``spec.template.spec.nodeName``, the ``collect`` container's image (and pull policy) and its
-    arguments (``--wait-copy`` and the collect options appended after the template's own)."""
+    arguments (``--wait-copy`` and the collect options appended after the template's own);
+    ``activeDeadlineSeconds`` at least ``wait_copy`` + 1200 s (collect's default time budget is 600 s)."""
     job = yaml.safe_load(template.read_text())
-    job = copy.deepcopy(job)
     md = job["metadata"]
     md["name"], md["namespace"] = name, namespace
     md.setdefault("labels", {})["gpu-forensics.io/node"] = node[:63]
+    job["spec"]["activeDeadlineSeconds"] = max(job["spec"].get("activeDeadlineSeconds") or 0, int(wait_copy) + 1200)
     spec = job["spec"]["template"]["spec"]
     spec["nodeName"] = node
     c = next(c for c in spec["containers"] if c["name"] == "collect")

@@ -224,8 +224,9 @@ def run(args: argparse.Namespace, collect_args: list[str], api_client=None) -> i
                      progress=lambda done, size: _say(f"copied {done} of {size} bytes"))
         except OSError as e:
             raise ka.PluginError(ka.EXIT_WRITE, f"cannot write the bundle under {out_dir}: {e.strerror}") from None
-        rc = check_and_analyze(dest, ready)
+        check(dest, ready)
         _mark_fetched(api, ns, pod, ready)
+        rc = analyze(dest, ready)
         return max(rc, 1 if ready["rc"] == 1 else 0)
     finally:
         if created and not args.keep_job:
@@ -234,9 +235,9 @@ def run(args: argparse.Namespace, collect_args: list[str], api_client=None) -> i
             _say(f"job {ns}/{name} kept (--keep-job); delete it with kubectl delete -n {ns} job/{name}")
 
 
-def check_and_analyze(dest: Path, ready: dict) -> int:
-    """Verify the copy (:func:`forensics.bundle.verify`, and its manifest hash against the pod's), then
-    ``gpu-forensics analyze`` it; analyze's exit code. Raises ``EXIT_INVALID`` for a bundle that does not verify."""
+def check(dest: Path, ready: dict) -> None:
+    """Verify the copy (:func:`forensics.bundle.verify`, and its manifest hash against the pod's).
+    Raises ``EXIT_INVALID`` for a bundle that does not verify."""
     try:
         problems = verify(dest)
         b = Bundle.open(dest)
@@ -249,9 +250,14 @@ def check_and_analyze(dest: Path, ready: dict) -> int:
         raise ka.PluginError(ka.EXIT_INVALID, f"{dest}: the copied bundle does NOT verify ({len(problems)} problems, "
                                               f"first: {problems[0]}); not analysed")
     _say(f"verified {dest} (manifest.json sha256 {b.manifest_sha256})")
+
+
+def analyze(dest: Path, ready: dict) -> int:
+    """``gpu-forensics analyze`` of the verified copy (reports in ``<bundle>-report/``, the verdict
+    lines printed), then where the bundle is and its manifest hash; analyze's exit code."""
     from . import cli
     rc = cli.main(["analyze", str(dest), "--expect", ready["manifest"]])
-    print(f"bundle: {dest}\nmanifest.json sha256: {b.manifest_sha256}")
+    print(f"bundle: {dest}\nmanifest.json sha256: {ready['manifest']}")
     return rc
 
 
