@@ -11,62 +11,15 @@ container. The real exit code is printed.
 Arguments are those of ``gpu-forensics`` itself.
 
 In the node image (scripts/build-image.sh: the zipapp on Debian's python3, no jinja2 or matplotlib)
-``run`` cannot write the reports; there it collects with the same collection options, uploads the
-bundle when ``--upload-url`` asks, and says that the analysis is to be done elsewhere.
+``run`` collects, uploads when ``--upload-url`` asks, and says where to analyze (forensics/ops/cli.py).
 """
-import argparse
-import importlib.util
 import sys
-from pathlib import Path
 
 from forensics.ops import cli
 
-#: what ``analyze`` imports beyond ``collect`` (pyproject.toml's "report" extra)
-REPORT_LIBS = ("jinja2", "matplotlib")
-
-
-def collect_argv(parser: argparse.ArgumentParser, argv: list) -> list:
-    """``argv`` of a ``run`` as the ``collect`` of the same collection: the subcommand renamed, the
-    options ``collect`` does not know (the reports', the upload's) left out with their values."""
-    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    known = {s for a in subs["collect"]._actions for s in a.option_strings}
-    takes_value = {s: a.nargs != 0 for a in subs["run"]._actions for s in a.option_strings}
-    i = next(k for k, t in enumerate(argv) if not t.startswith("-"))  # before it only -q/-v
-    out, rest = argv[:i] + ["collect"], iter(argv[i + 1:])
-    for tok in rest:
-        name = tok.split("=", 1)[0]
-        value = [next(rest, None)] if takes_value.get(name) and "=" not in tok else []
-        if name in known or not tok.startswith("-"):
-            out += [tok, *value]
-    return [t for t in out if t is not None]
-
-
-def run_without_reports(argv: list) -> int:
-    """``run`` where the report libraries are absent: collect, upload if asked; the exit code of
-    ``run`` (the worst of the two). Usage errors exit 2 from argparse as ``gpu-forensics`` does."""
-    parser = cli.build_parser()
-    args = parser.parse_args(argv)
-    coll = collect_argv(parser, argv)
-    if args.out is None:
-        args.out = str(cli._default_out(args.node))
-        coll += ["--out", args.out]
-    rc = cli.main(coll)
-    print(f"gpu-forensics: note: not analysed here: this image has no report libraries ({', '.join(REPORT_LIBS)}); "
-          f"analyze the bundle elsewhere: gpu-forensics analyze {args.out}", file=sys.stderr)
-    if not args.upload_url or rc not in (0, 1):
-        return rc
-    try:
-        return max(rc, cli._upload(Path(args.out), args))
-    except cli.UsageError as e:
-        print(f"gpu-forensics: error: {e}", file=sys.stderr)
-        return cli.EXIT_USAGE
-
 
 def main(argv: list) -> int:
-    """The exit code of ``gpu-forensics argv`` (``run`` without reports: :func:`run_without_reports`)."""
-    sub = next((t for t in argv if not t.startswith("-")), None)
-    if sub == "run" and not all(importlib.util.find_spec(m) for m in REPORT_LIBS):
-        return run_without_reports(argv)
+    """The exit code of ``gpu-forensics argv``."""
     return cli.main(argv)
 
 

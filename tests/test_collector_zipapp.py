@@ -76,3 +76,17 @@ def test_ctypes_libsystemd_reads_what_systemd_python_reads(bundles):
     assert len(entries) == 16
     caller = [e for e in entries if e.get("MESSAGE", "").startswith("Reloading requested from client PID 48211")]
     assert len(caller) == 1 and caller[0]["_BOOT_ID"] == "8c2e4f6a1b3d4e5f9a7c6b5d4e3f2a10"
+
+
+def test_zipapp_run_on_the_node_collects_and_says_where_to_analyze(bundles, tmp_path):
+    """``run`` where the report libraries are absent (the node's python, the node image): the bundle is
+    made and verifies, no report is attempted, and the line says where the analysis is to be done."""
+    pyz = bundles[0]
+    out = tmp_path / "r"
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", str(pyz), "-q", "run", "--root", str(sample_build.ROOT),
+                        "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (f"gpu-forensics: not analysed here: no report libraries (jinja2, matplotlib); analyze the bundle "
+            f"elsewhere: gpu-forensics analyze {out}") in r.stderr
+    assert "Traceback" not in r.stderr and f"bundle: {out}\nmanifest.json sha256: " in r.stdout
+    assert verify(out) == [] and not list(tmp_path.glob("*.html"))

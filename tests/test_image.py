@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -181,19 +180,12 @@ def test_the_collector_wrote_nothing_outside_its_output(image, collected, tmp_pa
     assert (tmp_path / "x").exists() and not (sample_build.ROOT / "etc" / "x").exists()
 
 
-def test_collect_once_turns_the_pool_jobs_run_into_a_collect_with_the_same_collection():
-    # deploy/jobs/job-pool.yaml's arguments, as the image (no report libraries) hands them to collect;
-    # the upload's options are kept for the upload run_without_reports does after it
-    spec = importlib.util.spec_from_file_location("collect_once", PROJECT / "deploy" / "collect-once.py")
-    once = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(once)
+def test_the_pool_jobs_run_parses_with_its_collection_and_upload_options():
+    # deploy/jobs/job-pool.yaml's arguments as the image hands them to the CLI: `run` there collects
+    # (no report libraries: tests/test_collector_zipapp.py) and uploads with these options
     job = yaml.safe_load((PROJECT / "deploy" / "jobs" / "job-pool.yaml").read_text())
     argv = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert argv[:2] == ["--quiet", "run"] and "--upload-url" in argv
-    parser = cli.build_parser()
-    got = once.collect_argv(parser, [*argv, "--html=/tmp/r.html", "--markdown-flavor", "jira", "--incident=-2h..now",
-                                     "--upload-timeout", "60", "--time-budget", "300"])
-    assert got == ["--quiet", "collect", "--root", "/host", "--node", "$(NODE_NAME)", "--kube",
-                   "--incident=-2h..now", "--time-budget", "300"]
-    args = parser.parse_args(argv)
+    args = cli.build_parser().parse_args(argv)
+    assert (args.root, args.node, args.kube) == ("/host", "$(NODE_NAME)", True)
     assert (args.upload_url, args.upload_auth_file) == ("$(UPLOAD_URL)", "/etc/gpu-forensics-upload/authorization")

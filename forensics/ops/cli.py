@@ -10,6 +10,7 @@ SIGINT / SIGTERM (the partial bundle kept the same way).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -28,6 +29,8 @@ from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
 IGNORED_TZ = sane_tz()  # before any collector (python-systemd) is imported
 EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID, EXIT_WRITE = 0, 1, 2, 3, 5
+#: what the reports import beyond ``collect`` (pyproject.toml's "report" extra; absent from the node image)
+REPORT_LIBS = ("jinja2", "matplotlib")
 PROJECT = Path(__file__).resolve().parents[2]
 SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
 
@@ -342,8 +345,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             check_report_paths(args)
             path, rc, digest = cmd_collect(args, full, announce=False)
-            rc2 = cmd_analyze(path, args, announce=False)
-            _summary(path, digest, args)
+            missing = [m for m in REPORT_LIBS if importlib.util.find_spec(m) is None]
+            if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
+                say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
+                         f"elsewhere: gpu-forensics analyze {path}")
+                print(f"bundle: {path}\nmanifest.json sha256: {digest}")
+                rc2 = EXIT_OK
+            else:
+                rc2 = cmd_analyze(path, args, announce=False)
+                _summary(path, digest, args)
             rc3 = _upload(path, args) if args.upload_url else EXIT_OK
             return max(rc, rc2, rc3)
         if args.cmd == "timeline":
