@@ -47,6 +47,23 @@ class _Lazy:
         return default if self.d[field_] is None else self.d[field_]
 
 
+def _madvise():
+    """libc's ``madvise`` through ctypes (loaded once), or ``None`` where it cannot be called."""
+    global _MADVISE
+    if _MADVISE is None:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            _MADVISE = libc.madvise
+        except (OSError, AttributeError):
+            _MADVISE = False
+    return _MADVISE or None
+
+
+_MADVISE = None
+
+
 class _Pages:
     """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
 
@@ -67,13 +84,7 @@ class _Pages:
         for fd in fds:
             st = os.fstat(fd)
             self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            self.madvise = libc.madvise
-        except (OSError, AttributeError):
-            self.madvise = None
+        self.madvise = _madvise()
         self.page = os.sysconf("SC_PAGE_SIZE")
         try:
             self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
@@ -132,9 +143,9 @@ class _ReaderSource:
         self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
         # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
         # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
-        self.one: dict[int, object] = {}
+        self.one: dict[int, object] = {self.fds[0]: self.all} if len(self.fds) == 1 else {}
         try:
-            for fd in self.fds:
+            for fd in self.fds if len(self.fds) > 1 else ():
                 self.one[fd] = self._open([fd])
         except BaseException:
             self.close()
@@ -154,7 +165,7 @@ class _ReaderSource:
         return r
 
     def close(self) -> None:
-        for r in (self.all, *self.one.values()):
+        for r in {id(r): r for r in (self.all, *self.one.values())}.values():
             r.close()
         if hasattr(self, "pages"):
             self.pages.close()

@@ -139,6 +139,21 @@ class Spool:
 _NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"',))))
 
 
+def nvml_rule(e) -> str | None:
+    """The rule that keeps an entry of the NVML pass (``symptom``, ``nvml``, ``healthy``, or
+    ``forged`` when journald's trusted fields contradict the writer), or ``None``."""
+    msg = text(e.get("MESSAGE"))
+    if not _NVML_PASS.search(msg) and not neighbours.ANY.search(msg):
+        return None
+    if symptom_line(e):
+        return "symptom" if log_trusted(e) else "forged"
+    if nvml_error(msg):
+        return "nvml" if log_trusted(e) else "forged"
+    if healthy_probe(msg):
+        return "healthy" if log_trusted(e) else "forged"
+    return None
+
+
 def select(src, since: int | None, problems: list[str], spool: Spool | None = None):
     """Run the selection rules over ``src`` (a source with ``scan``, ``full``, ``cursor``,
     ``unique``, ``edge``) from ``since`` (µs or ``None``). Returns ``(kept entries, boots, first
@@ -179,16 +194,14 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
                 keep("unit" if pid1_trusted(e) else "forged")
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
-    for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
-        msg = text(e.get("MESSAGE"))
-        if not _NVML_PASS.search(msg) and not neighbours.ANY.search(msg):
-            continue
-        if symptom_line(e):
-            keep("symptom" if log_trusted(e) else "forged")
-        elif nvml_error(msg):
-            keep("nvml" if log_trusted(e) else "forged")
-        elif healthy_probe(msg):
-            keep("healthy" if log_trusted(e) else "forged")
+    if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
+        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet lines"):
+            keep(rule, e)
+    else:
+        for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
+            rule = nvml_rule(e)
+            if rule:
+                keep(rule)
     boots = []
     for b in src.unique("_BOOT_ID"):
         first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
