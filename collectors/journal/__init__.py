@@ -211,7 +211,8 @@ def _read_files(ctx: CollectContext, files: list[_File], source: str):
             hashed = pool.submit(_hash_all, opened, [fh.fileno() for fh in good], ctx.deadline)
             try:
                 unread = [f for f, rec in zip(files, records) if rec["error"] != "not read: time budget"]
-                src = _FileSet([fh.fileno() for fh in good], spans, getattr(ctx.writer, "dir", None)) if good else \
+                src = _FileSet([fh.fileno() for fh in good], spans, getattr(ctx.writer, "dir", None),
+                               [rec["source"] for rec in opened]) if good else \
                     _fallback(ctx, unread) if unread else None  # none: the time budget reached no file
                 if src is not None:
                     src.deadline = ctx.deadline

@@ -73,13 +73,14 @@ class _FileSet:
     """Entries of several probed files (descriptors ``fds``, spans as for
     :meth:`collectors.journal.reader._ReaderSource._holding`), one file's readers open at a time;
     ``tmpdir``: where a deleted file is copied and the children's kept entries are spooled (the
-    bundle being written)."""
+    bundle being written); ``names``: the files' sources, named when the time budget stops a pass."""
 
     method = _ReaderSource.method
     deadline: float | None = None
 
-    def __init__(self, fds: list[int], spans: list[tuple] | None = None, tmpdir=None):
+    def __init__(self, fds: list[int], spans: list[tuple] | None = None, tmpdir=None, names: list[str] | None = None):
         self.fds, self.spans, self.tmpdir = list(fds), spans, tmpdir
+        self.names = dict(zip(self.fds, names or ()))  #: fd -> the file's source, for what a pass did not read
         self.cur: _ReaderSource | None = None
         self.copies: dict[int, str] = {}
         self._values: dict[str, set[str]] = {f: set() for f in FOLDED}
@@ -119,18 +120,22 @@ class _FileSet:
     def scan(self, groups, start=None, end=None):
         """As :meth:`collectors.journal.reader._ReaderSource.scan`, each file through readers
         opened for it alone and closed when its entries are done."""
-        for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
-            if self._expired():
-                raise TimeoutError("the collection's time budget was spent (--time-budget)")
-            src = self.cur = self._open(fd)
-            src.deadline = self.deadline
-            if self.folded < len(self.fds) and self.fds[self.folded] == fd:
-                self._fold(src)
+        todo = self._holding(start, end) if start is not None and end is not None else self.fds
+        for i, fd in enumerate(todo):
             try:
-                yield from src.scan(groups, start, end)
-            finally:
-                self.cur = None
-                src.close()
+                if self._expired():
+                    raise TimeoutError
+                src = self.cur = self._open(fd)
+                src.deadline = self.deadline
+                try:
+                    if self.folded < len(self.fds) and self.fds[self.folded] == fd:
+                        self._fold(src)
+                    yield from src.scan(groups, start, end)
+                finally:
+                    self.cur = None
+                    src.close()
+            except TimeoutError:
+                raise TimeoutError(spent(len(todo) - i, len(todo), self.names.get(fd, fd))) from None
 
     def full(self) -> dict:
         return self.cur.full()
@@ -203,8 +208,9 @@ class _FileSet:
     def _keep_share(self, fds, groups, since, rule, out_fd, what):
         kept, probs, end = [], [], 0
         part = _FileSet(fds, None, self.tmpdir)
+        part.names = self.names
         part.deadline, part.copies, part.folded = self.deadline, dict(self.copies), 1 << 62  # no folding there
-        for fd in fds:
+        for i, fd in enumerate(fds):
             try:
                 for e in _one(part, fd, groups, since):
                     name = rule(e)
@@ -213,11 +219,18 @@ class _FileSet:
                         os.write(out_fd, b)
                         kept.append((name, end, len(b)))
                         end += len(b)
-            except OSError as err:  # TimeoutError included: the budget ends this share
-                probs.append(f"{what}: reading stopped early: {err}")
-                if isinstance(err, TimeoutError):
-                    break
+            except TimeoutError:  # the budget ends this share: say where
+                probs.append(f"{what}: reading stopped early: {spent(len(fds) - i, len(fds), self.names.get(fd, fd))}")
+                break
+            except OSError as err:
+                probs.append(f"{what}: reading stopped early: {self.names.get(fd, fd)}: {err}")
         return kept, probs
+
+
+def spent(left: int, of: int, first) -> str:
+    """What a pass the time budget stopped did not read: ``left`` of its ``of`` files, from ``first`` on."""
+    return (f"the collection's time budget was spent (--time-budget): {left} of {of} files not read to their end, "
+            f"from {first} on")
 
 
 def _one(fs: _FileSet, fd: int, groups, since):

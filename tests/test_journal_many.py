@@ -1,0 +1,109 @@
+"""Many journal files against a time budget (issue 15 item 14): 5,000 files took 71-75 s against a
+20 s budget and 1.3-1.6 GB, because every file was opened at once (two libsystemd readers each) and
+the deadline was looked at only inside one file's scan. Real journal files written by
+systemd-journal-remote, copied (sparsely: each is an 8 MiB arena of mostly zeros) into a thousand
+files of their own; the collection runs in a child process so that its own peak RSS is measured."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from journalbuild import build_journal
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_journal import T0, pid1, service  # noqa: E402
+
+FILES = 1200
+BUDGET = 2.0   #: seconds given to the journal collector
+SLACK = 1.0    #: seconds it may run past the budget (the files.json and manifest records, the children)
+MAX_RSS_MB = 120  #: the collecting process's peak RSS, children included (it was 1.3-1.6 GB at 5,000 files)
+
+RUN = """
+import json, sys, time
+from pathlib import Path
+from collectors import journal
+from forensics.bundle import BundleWriter
+from forensics.source import CollectContext
+out, jdir, budget = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+(out.parent / "root").mkdir(exist_ok=True)
+w = BundleWriter(out)
+t0 = time.monotonic()
+ctx = CollectContext(root=out.parent / "root", writer=w, options={"since": None, "journal_dirs": [jdir]},
+                     deadline=t0 + budget)
+journal.acquire(ctx)
+took = time.monotonic() - t0
+w.meta.update({"node": "n", "node_facts": {}, "incidents": []})
+w.finish()
+print(json.dumps({"took": took}))
+"""
+
+
+def _blocks(src: Path) -> tuple[int, list[tuple[int, bytes]]]:
+    """``src``'s size and its non-zero 4 KiB blocks ``(offset, bytes)``."""
+    data = src.read_bytes()
+    return len(data), [(off, data[off:off + 4096]) for off in range(0, len(data), 4096)
+                       if data[off:off + 4096].count(0) != len(data[off:off + 4096])]
+
+
+def _sparse_copy(size: int, blocks: list[tuple[int, bytes]], dest: Path) -> None:
+    """A copy holding only ``blocks`` (the rest stays a hole)."""
+    with open(dest, "wb") as f:
+        f.truncate(size)
+        for off, block in blocks:
+            os.pwrite(f.fileno(), block, off)
+
+
+def _many(tmp_path: Path, n: int) -> Path:
+    one = build_journal(pid1(T0, "Reloading.") + service(T0 + timedelta(seconds=1), 2210, "kubelet.service", "kubelet",
+                                                         "Failed to initialize NVML: Unknown Error"),
+                        tmp_path / "one/system.journal")
+    many = tmp_path / "many"
+    many.mkdir()
+    size, blocks = _blocks(one)
+    for i in range(n):
+        _sparse_copy(size, blocks, many / f"system@{i:05d}.journal")
+    return many
+
+
+def test_a_thousand_files_keep_the_budget_and_memory_and_say_what_was_not_read(tmp_path):
+    many = _many(tmp_path, FILES)
+    out = tmp_path / "b"
+    p = subprocess.Popen([sys.executable, "-c", RUN, str(out), str(many), str(BUDGET)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    stdout, stderr = p.stdout.read(), p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert p.returncode == 0, stderr
+    took = json.loads(stdout)["took"]
+    assert took <= BUDGET + SLACK, took
+    assert usage.ru_maxrss / 1024 <= MAX_RSS_MB, usage.ru_maxrss
+    recs = json.loads((out / "journal/files.json").read_text())
+    assert len(recs) == FILES  # every file found has its record
+    never = [r for r in recs if r["error"] == "not read: time budget"]
+    opened = [r for r in recs if r["opened"]]
+    assert len(never) + len(opened) == FILES
+    # files are taken in order: those the budget did not reach are the last ones, each in the manifest
+    assert [r["source"] for r in recs[len(opened):]] == [r["source"] for r in never]
+    manifest = [json.loads(line.rstrip(",\n")) for line in (out / "manifest.json").read_text().splitlines()
+                if line.startswith("    {")]
+    cut = [a for a in manifest if a.get("message") == "not read: the time budget (--time-budget) was spent"]
+    assert {a["source"] for a in cut} == {r["source"] for r in never} and {a["status"] for a in cut} <= {"truncated"}
+    # the opened files whose entries a pass did not reach are counted and named in the coverage
+    cov = json.loads((out / "journal/coverage.json").read_text())
+    assert (cov["files_found"], cov["files_read"]) == (FILES, len(opened))
+    stopped = [re.search(r"^(.*): reading stopped early: .*time budget.*: (\d+) of (\d+) files not read to their "
+                         r"end, from (\S+) on$", pr) for pr in cov["problems"]]
+    assert any(stopped), cov["problems"]  # 1,200 files are more than the budget reads
+    sources = [r["source"] for r in opened]
+    for m in filter(None, stopped):
+        left, of, first = int(m.group(2)), int(m.group(3)), m.group(4)
+        assert 1 <= left <= of <= len(opened) and first in sources
+        if m.group(1) == "PID 1 lines":  # the first pass reads every opened file in order
+            assert of == len(opened) and sources[of - left] == first
+    assert "truncated: the time budget ran out while scanning; entries after that point were not read" in \
+        [a for a in manifest if a["path"] == "journal/entries.jsonl"][0]["notes"]
