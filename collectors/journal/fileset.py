@@ -126,7 +126,7 @@ class _FileSet:
                 if self._expired():
                     raise TimeoutError
                 src = self.cur = self._open(fd)
-                src.deadline = self.deadline
+                src.deadline, src.drop_at_scan = self.deadline, False  # opened for this scan: nothing to let go
                 try:
                     if self.folded < len(self.fds) and self.fds[self.folded] == fd:
                         self._fold(src)
@@ -187,15 +187,16 @@ class _FileSet:
         return self._edges.get((dict(group).get("_BOOT_ID"), last))
 
     # -- one rule over every entry, on both cores -------------------------------------------------
-    def keep_each(self, groups, since, rule, problems: list[str], what: str):
+    def keep_each(self, groups, since, rule, problems: list[str], what: str, texts: tuple[str, ...] | None = None):
         """``(rule name, whole entry)`` for each entry of ``scan(groups, since)`` for which
-        ``rule(entry)`` names a rule, in the files' order; the files are shared among
+        ``rule(entry)`` names a rule (only entries whose MESSAGE holds one of ``texts`` are given to it,
+        when given), in the files' order; the files are shared among
         :data:`WORKERS` forked children. A read error or the time budget ends a file's scan, noted in
         ``problems`` as ``what: reading stopped early: ...``."""
         shares = _shares(self.fds, WORKERS)
         spools = [tempfile.TemporaryFile(dir=self.tmpdir) for _ in shares]
         try:
-            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what))
+            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what, texts))
                                     for share, spool in zip(shares, spools)])
             for (kept, probs), spool in zip(results, spools):
                 problems.extend(probs)
@@ -205,14 +206,14 @@ class _FileSet:
             for spool in spools:
                 spool.close()
 
-    def _keep_share(self, fds, groups, since, rule, out_fd, what):
+    def _keep_share(self, fds, groups, since, rule, out_fd, what, texts):
         kept, probs, end = [], [], 0
         part = _FileSet(fds, None, self.tmpdir)
         part.names = self.names
         part.deadline, part.copies, part.folded = self.deadline, dict(self.copies), 1 << 62  # no folding there
         for i, fd in enumerate(fds):
             try:
-                for e in _one(part, fd, groups, since):
+                for e in _one(part, fd, groups, since, texts):
                     name = rule(e)
                     if name:
                         b = json.dumps(part.full()).encode() + b"\n"
@@ -233,7 +234,20 @@ def spent(left: int, of: int, first) -> str:
             f"from {first} on")
 
 
-def _one(fs: _FileSet, fd: int, groups, since):
+def _one(fs: _FileSet, fd: int, groups, since, texts=None):
+    """The entries of ``fs.scan(groups, since)`` in file ``fd`` alone; with ``texts``, only those whose
+    MESSAGE holds one of them (:meth:`collectors.journal.reader._ReaderSource.scan_texts`)."""
+    if texts is not None:
+        if fs._expired():
+            raise TimeoutError
+        src = fs.cur = fs._open(fd)
+        src.deadline, src.drop_at_scan = fs.deadline, False
+        try:
+            yield from src.scan_texts(groups, since, tuple(t.encode() for t in texts))
+        finally:
+            fs.cur = None
+            src.close()
+        return
     saved, fs.fds = fs.fds, [fd]
     try:
         yield from fs.scan(groups, since)

@@ -134,6 +134,7 @@ class _ReaderSource:
     method = METHOD
     deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
     CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
+    drop_at_scan = True  #: let the pages go before each scan (False for a reader opened for one scan)
 
     def __init__(self, fds: list[int], spans: list[tuple] | None = None):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -208,7 +209,7 @@ class _ReaderSource:
         order across files), through the file's own reader: the seeks of a reader over all files
         touch pages in every file. The pages a pass touched are let go (:class:`_Pages`) before
         the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
-        self.pages.check(force=True)
+        self.pages.check(force=self.drop_at_scan)
         for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
             if self.deadline is not None and time.monotonic() >= self.deadline:  # per file, and every CHECK_EVERY entries
                 raise TimeoutError("the collection's time budget was spent (--time-budget)")
@@ -233,6 +234,30 @@ class _ReaderSource:
             if end is not None and t > end:
                 return
             yield _Lazy(r, t)
+
+    def scan_texts(self, groups, start, texts: tuple[bytes, ...]):
+        """As :meth:`scan` from ``start`` (µs or ``None``) on, one file only, yielding only the entries
+        whose MESSAGE (its first value, as libsystemd gives it) holds one of ``texts``: the test is
+        made on the bytes, before anything is decoded (an ASCII text is in the bytes exactly when it
+        is in their UTF-8 decoding with bad sequences replaced, which the rules read)."""
+        r = self.r
+        self._match(groups)
+        r.seek_realtime(start) if start is not None else r.seek_head()
+        n, get, every = 0, r._get, self.CHECK_EVERY
+        while r._next():
+            n += 1
+            if n % every == 0:
+                self.pages.check()
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
+            try:
+                msg = get("MESSAGE")
+            except KeyError:
+                continue
+            for t in texts:
+                if t in msg:
+                    yield _Lazy(r, r._get_realtime())
+                    break
 
     def full(self) -> dict:
         """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
