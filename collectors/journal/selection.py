@@ -184,6 +184,21 @@ def required_literals(*patterns: re.Pattern) -> tuple[str, ...] | None:
 _NVML_TEXTS = required_literals(_NVML_PASS, neighbours.ANY)
 
 
+def pid1_rule(e) -> str | None:
+    """The rule that keeps an entry of the PID 1 pass: ``pid1`` (a manager line), ``unit`` (a
+    start/stop line of a unit that matters), ``forged`` (either, while journald's trusted fields say
+    PID 1 did not write it), or ``None``."""
+    msg = text(e.get("MESSAGE"))
+    k = manager_line(msg)
+    if not pid1_trusted(e):
+        return "forged" if k or unit_action(msg, text(e.get("MESSAGE_ID"))) else None
+    if k:
+        return "pid1"
+    if unit_matters(text(e.get("UNIT"))) and unit_action(msg, text(e.get("MESSAGE_ID"))):
+        return "unit"
+    return None
+
+
 def nvml_rule(e) -> str | None:
     """The rule that keeps an entry of the NVML pass (``symptom``, ``nvml``, ``healthy``, or
     ``forged`` when journald's trusted fields contradict the writer), or ``None``."""
@@ -217,19 +232,21 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
         sel.keep(rule, e["__CURSOR"] if e else src.cursor(), e or src.full)
 
     triggers = []
-    for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
-        msg = text(e.get("MESSAGE"))
-        k = manager_line(msg)
-        if not pid1_trusted(e):
-            if k or unit_action(msg, text(e.get("MESSAGE_ID"))):
-                keep("forged")
-            continue
-        if k:
-            keep("pid1")
-            if k["kind"] in ("caller", "reload", "reexec", "sighup"):
-                triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
-        elif unit_matters(text(e.get("UNIT"))) and unit_action(msg, text(e.get("MESSAGE_ID"))):
-            keep("unit")
+
+    def pid1_kept(rule, e, whole):
+        keep(rule, e if whole else None)
+        k = manager_line(text(e.get("MESSAGE"))) if rule == "pid1" else None
+        if k and k["kind"] in ("caller", "reload", "reexec", "sighup"):
+            triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
+
+    if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
+        for rule, e in src.keep_each(PID1, since, pid1_rule, problems, "PID 1 lines"):
+            pid1_kept(rule, e, True)
+    else:
+        for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
+            rule = pid1_rule(e)
+            if rule:
+                pid1_kept(rule, e, False)
     for start, end, pids in windows(triggers, since):
         groups = ([[("_PID", p) for p in pids]] if pids else []) + \
             [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
