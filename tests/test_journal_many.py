@@ -109,3 +109,64 @@ def test_a_thousand_files_keep_the_budget_and_memory_and_say_what_was_not_read(t
         assert sum(shares) <= len(opened)
     assert "truncated: the time budget ran out while scanning; entries after that point were not read" in \
         [a for a in manifest if a["path"] == "journal/entries.jsonl"][0]["notes"]
+
+
+# -- the files one at a time give what one reader over all of them gives ------------------------------
+def test_files_read_one_at_a_time_select_what_one_reader_over_all_selects(tmp_path, monkeypatch):
+    """collectors.journal.fileset against libsystemd's own reader over all files
+    (collectors.journal.reader._ReaderSource with every descriptor): the same kept entries in the
+    same order, the same boots and journal edges, with one and with two reading processes. The files:
+    two rotated files of one boot, the active file with a second boot, a journal-remote copy of the
+    first file (the same entries under other sequence numbers) and a file whose clock went back."""
+    from test_journal import BOOT, BOOT2, BOOT_NO_RTC, S, SNAPD_CALLER, caller, entry
+    from collectors.journal import fileset, reader, selection
+    from datetime import datetime, timezone
+    d = tmp_path / "j"
+    nv = "Failed to initialize NVML: Unknown Error"
+    first = (service(T0 - 10 * S, 48211, "snapd.service", "snapd", "Refreshing") + caller(T0, SNAPD_CALLER) +
+             pid1(T0 + S / 50, "Reloading...") + service(T0 + 2 * S, 2210, "kubelet.service", "kubelet", nv))
+    files = [
+        build_journal(first, d / "system@aa-0000000000000001-0006123456789abc.journal"),
+        build_journal(pid1(T0 + timedelta(hours=1), "Started kubelet.service - kubelet.", UNIT="kubelet.service") +
+                      service(T0 + timedelta(hours=2), 2210, "kubelet.service", "kubelet",
+                              'I0717 "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-1"') +
+                      entry(T0 + timedelta(hours=3), 7001, "kubelet", nv, _COMM="bash", _UID="1000"),  # forged
+                      d / "system@aa-0000000000000002-0006123456789abd.journal"),
+        build_journal(pid1(T0 + timedelta(days=1, hours=1), "Reloading.", boot=BOOT2) +
+                      service(T0 + timedelta(days=1, hours=1, seconds=3), 2210, "kubelet.service", "kubelet", nv,
+                              boot=BOOT2), d / "system.journal"),
+        build_journal(first, d / "remote-copy.journal"),
+        build_journal(pid1(T0 - timedelta(days=1), "Reloading.") +
+                      pid1(datetime(1970, 1, 1, 0, 1, 40, tzinfo=timezone.utc), "Reloading.", boot=BOOT_NO_RTC),
+                      d / "system@bb-0000000000000001-0006123456789abe.journal"),
+    ]
+    fhs = [open(f, "rb") for f in files]
+    try:
+        fds = [fh.fileno() for fh in fhs]
+        spans = []
+        for fd, f in zip(fds, files):
+            one = reader._ReaderSource([fd])
+            spans.append((one.edge()["__REALTIME_TIMESTAMP"], one.edge(last=True)["__REALTIME_TIMESTAMP"],
+                          f.name != "system.journal"))
+            one.close()
+        results = {}
+        for name, workers in (("all", 0), ("one process", 1), ("two processes", 2)):
+            monkeypatch.setattr(fileset, "WORKERS", max(workers, 1))
+            src = reader._ReaderSource(fds, spans) if name == "all" else fileset._FileSet(fds, spans, tmp_path)
+            try:
+                sel, boots, first_e, last_e = selection.select(src, None, [])
+                results[name] = ([e for e in sel.entries()], boots, first_e["__CURSOR"], last_e["__CURSOR"],
+                                 src.unique("_BOOT_ID"), src.unique("_SYSTEMD_UNIT"),
+                                 [src.edge([("_BOOT_ID", b)], last)["__CURSOR"] for b in (BOOT, BOOT2, BOOT_NO_RTC)
+                                  for last in (False, True)])
+            finally:
+                src.close()
+        assert results["one process"] == results["all"] and results["two processes"] == results["all"]
+        kept = results["all"][0]
+        rules = sorted(r for e in kept for r in e["_GF_SELECTED_BY"])
+        assert rules.count("nvml") == 2 and rules.count("forged") == 1 and rules.count("healthy") == 1
+        assert [b["boot_id"] for b in results["all"][1]] == [BOOT_NO_RTC, BOOT, BOOT2]
+        assert len([e for e in kept if e["MESSAGE"] == SNAPD_CALLER]) == 1  # held by two files, kept once
+    finally:
+        for fh in fhs:
+            fh.close()
