@@ -11,6 +11,8 @@ every entry's text. The package's modules, in the order acquisition uses them:
 - :mod:`collectors.journal.header`: the journal file header, and why libsystemd refused a file;
 - :mod:`collectors.journal.reader`: the sources of entries (libsystemd on the probed files, or the
   node's journalctl);
+- :mod:`collectors.journal.fileset`: the probed files read one at a time (memory flat in the number
+  of files), the PID 1 and NVML passes shared among two forked readers (both cores);
 - :mod:`collectors.journal.selection`: the rules that keep entries, and the spool that holds them;
 - :mod:`collectors.journal.wording`: what PID 1's and the units' messages say, and the events the
   stored entries become (used at acquisition and at reading, so the two never disagree).

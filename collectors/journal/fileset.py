@@ -207,10 +207,17 @@ class _FileSet:
                 spool.close()
 
     def _keep_share(self, fds, groups, since, rule, out_fd, what, texts):
-        kept, probs, end = [], [], 0
         part = _FileSet(fds, None, self.tmpdir)
         part.names = self.names
         part.deadline, part.copies, part.folded = self.deadline, dict(self.copies), 1 << 62  # no folding there
+        try:
+            return self._keep_files(part, fds, groups, since, rule, out_fd, what, texts)
+        finally:  # the copies this share made (a file deleted meanwhile); the caller's stay
+            part.copies = {fd: path for fd, path in part.copies.items() if self.copies.get(fd) != path}
+            part.close()
+
+    def _keep_files(self, part, fds, groups, since, rule, out_fd, what, texts):
+        kept, probs, end = [], [], 0
         for i, fd in enumerate(fds):
             try:
                 for e in _one(part, fd, groups, since, texts):
