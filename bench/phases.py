@@ -3,7 +3,8 @@ by bench/run.py). It is the same code path as ``gpu-forensics collect`` (forensi
 by collector so that the journal, package and container phases can be read separately.
 
 usage: python3 bench/phases.py ROOT OUT [--incident TEXT]
-prints one JSON object: {collector: {"wall_s", "cpu_s", "maxrss_mb_after"}}
+prints one JSON object: {collector: {"wall_s", "cpu_s", "maxrss_mb_after", "children_maxrss_mb_after"}}
+(CPU and the children's peak RSS include the forked children a collector reads in)
 """
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from forensics.bundle import BundleWriter  # noqa: E402
 from forensics.source import CollectContext  # noqa: E402
 
 
+def _usage() -> tuple[float, int, int]:
+    """``(CPU s of this process and its reaped children, this process's peak RSS KiB, the largest
+    child's peak RSS KiB)``: the journal collector reads its files in forked children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, me.ru_maxrss, kids.ru_maxrss
+
+
 def main() -> None:
     root, out = Path(sys.argv[1]), Path(sys.argv[2])
     from collectors import COLLECTORS
@@ -27,12 +35,11 @@ def main() -> None:
     res = {}
     for mod in COLLECTORS:
         name = mod.__name__.rsplit(".", 1)[-1]
-        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        r0, t0 = _usage(), time.perf_counter()
         mod.acquire(ctx)
-        t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-        res[name] = {"wall_s": round(t1 - t0, 3),
-                     "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3),
-                     "maxrss_mb_after": round(r1.ru_maxrss / 1024, 1)}
+        t1, r1 = time.perf_counter(), _usage()
+        res[name] = {"wall_s": round(t1 - t0, 3), "cpu_s": round(r1[0] - r0[0], 3),
+                     "maxrss_mb_after": round(r1[1] / 1024, 1), "children_maxrss_mb_after": round(r1[2] / 1024, 1)}
     writer.meta.update({"node": ctx.node.hostname, "node_facts": ctx.node.manifest(), "incidents": []})
     writer.finish()
     print(json.dumps(res))

@@ -773,6 +773,9 @@ def test_a_file_journald_deletes_during_collection_is_still_read(tmp_path, monke
     monkeypatch.setattr(journal, "_store", vacuumed_meanwhile)
     bundle = collect(tmp_path, tmp_path / "host")
     assert json.loads(bundle.path("journal/coverage.json").read_text())["problems"] == []
+    # read from copies of what the still-open descriptor holds (libsystemd refuses an unlinked file),
+    # made in the bundle and removed once read
+    assert not list(tmp_path.glob("bundle*/.journal-copy-*"))
     assert [(e["MESSAGE"], e["_GF_SELECTED_BY"]) for e in stored(bundle)] == [
         ("Reloading.", ["pid1", "boot", "coverage"]), ("Failed to initialize NVML: Unknown Error", ["nvml"]),
         ("Refreshing", ["requester"]), (SNAPD_CALLER, ["pid1"]), ("Reloading...", ["pid1", "boot", "coverage"])]

@@ -11,6 +11,8 @@ every entry's text. The package's modules, in the order acquisition uses them:
 - :mod:`collectors.journal.header`: the journal file header, and why libsystemd refused a file;
 - :mod:`collectors.journal.reader`: the sources of entries (libsystemd on the probed files, or the
   node's journalctl);
+- :mod:`collectors.journal.fileset`: the probed files read one at a time (memory flat in the number
+  of files), the PID 1 and NVML passes shared among two forked readers (both cores);
 - :mod:`collectors.journal.selection`: the rules that keep entries, and the spool that holds them;
 - :mod:`collectors.journal.wording`: what PID 1's and the units' messages say, and the events the
   stored entries become (used at acquisition and at reading, so the two never disagree).
@@ -58,7 +60,8 @@ from forensics.timeutil import from_usec, iso_z, parse_iso
 from forensics.output import BundleWriteError
 from . import isolate, selection, wording as w
 from .files import METHOD, _File, _final, _hash_all, _probe
-from .reader import _JournalctlSource, _ReaderSource
+from .fileset import COPY_PREFIX, _FileSet, _room_for
+from .reader import _JournalctlSource
 
 
 def _since(text: str, _values) -> datetime:
@@ -166,12 +169,18 @@ def _cut_record(f: _File, was: int, now: int | None, died: str) -> dict:
 
 
 def _forget_partial(ctx) -> None:
-    """Remove what a reader that died may have left in the bundle (rewritten by the next reading)."""
-    for rel in (ENTRIES, BOOTS, COVERAGE):
+    """Remove what a reader that died may have left in the bundle (rewritten by the next reading):
+    the journal's files and the copies of deleted journal files (:mod:`collectors.journal.fileset`)."""
+    try:
+        left = [n for n in os.listdir(ctx.writer.dir) if n.startswith(COPY_PREFIX)]
+    except (OSError, AttributeError, TypeError):
+        left = []
+    for rel in (ENTRIES, BOOTS, COVERAGE, *left):
         try:
             os.unlink(os.path.join(ctx.writer.dir, rel))
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):
             pass
+
 
 
 def _read_files(ctx: CollectContext, files: list[_File], source: str):
@@ -180,6 +189,7 @@ def _read_files(ctx: CollectContext, files: list[_File], source: str):
     n0, broke = len(ctx.writer.artifacts), None
     ctx.log = lambda _msg: None  # the parent's progress bar holds locks of a thread not forked here
     records, good, spans = [], [], []
+    _room_for(len(files))
     for f in files:
         if ctx.expired():
             rec = {"source": f.source, "size": _size(f), "sha256": None, "header": None, "opened": False,
@@ -203,7 +213,8 @@ def _read_files(ctx: CollectContext, files: list[_File], source: str):
             hashed = pool.submit(_hash_all, opened, [fh.fileno() for fh in good], ctx.deadline)
             try:
                 unread = [f for f, rec in zip(files, records) if rec["error"] != "not read: time budget"]
-                src = _ReaderSource([fh.fileno() for fh in good], spans) if good else \
+                src = _FileSet([fh.fileno() for fh in good], spans, getattr(ctx.writer, "dir", None),
+                               [rec["source"] for rec in opened]) if good else \
                     _fallback(ctx, unread) if unread else None  # none: the time budget reached no file
                 if src is not None:
                     src.deadline = ctx.deadline

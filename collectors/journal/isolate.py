@@ -30,6 +30,11 @@ def in_child(fn, *args):
     raised when it raised an ``Exception`` (:func:`portable`; its traceback goes to stderr). An
     interruption of this process (``KeyboardInterrupt``, any ``BaseException`` while waiting) kills
     and reaps the child before it propagates."""
+    return finish(*start(fn, *args))
+
+
+def start(fn, *args) -> tuple[int, int]:
+    """Fork a child running ``fn(*args)``; ``(pid, read end of its result pipe)`` for :func:`finish`."""
     r, w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -51,16 +56,26 @@ def in_child(fn, *args):
         finally:
             os._exit(code)
     os.close(w)
+    return pid, r
+
+
+def kill(pid: int) -> None:
+    """Kill and reap child ``pid`` (one :func:`start` made); nothing when it is gone already."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
+def finish(pid: int, r: int):
+    """Wait for the child :func:`start` made; as :func:`in_child`."""
     try:
         with os.fdopen(r, "rb") as fh:
             data = fh.read()
         _, status = os.waitpid(pid, 0)
     except BaseException:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
+        kill(pid)
         raise
     if os.WIFSIGNALED(status):
         return None, signal.Signals(os.WTERMSIG(status)).name

@@ -47,6 +47,23 @@ class _Lazy:
         return default if self.d[field_] is None else self.d[field_]
 
 
+def _madvise():
+    """libc's ``madvise`` through ctypes (loaded once), or ``None`` where it cannot be called."""
+    global _MADVISE
+    if _MADVISE is None:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            _MADVISE = libc.madvise
+        except (OSError, AttributeError):
+            _MADVISE = False
+    return _MADVISE or None
+
+
+_MADVISE = None
+
+
 class _Pages:
     """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
 
@@ -67,13 +84,7 @@ class _Pages:
         for fd in fds:
             st = os.fstat(fd)
             self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            self.madvise = libc.madvise
-        except (OSError, AttributeError):
-            self.madvise = None
+        self.madvise = _madvise()
         self.page = os.sysconf("SC_PAGE_SIZE")
         try:
             self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
@@ -123,6 +134,7 @@ class _ReaderSource:
     method = METHOD
     deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
     CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
+    drop_at_scan = True  #: let the pages go before each scan (False for a reader opened for one scan)
 
     def __init__(self, fds: list[int], spans: list[tuple] | None = None):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -132,9 +144,9 @@ class _ReaderSource:
         self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
         # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
         # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
-        self.one: dict[int, object] = {}
+        self.one: dict[int, object] = {self.fds[0]: self.all} if len(self.fds) == 1 else {}
         try:
-            for fd in self.fds:
+            for fd in self.fds if len(self.fds) > 1 else ():
                 self.one[fd] = self._open([fd])
         except BaseException:
             self.close()
@@ -154,7 +166,7 @@ class _ReaderSource:
         return r
 
     def close(self) -> None:
-        for r in (self.all, *self.one.values()):
+        for r in {id(r): r for r in (self.all, *self.one.values())}.values():
             r.close()
         if hasattr(self, "pages"):
             self.pages.close()
@@ -197,7 +209,7 @@ class _ReaderSource:
         order across files), through the file's own reader: the seeks of a reader over all files
         touch pages in every file. The pages a pass touched are let go (:class:`_Pages`) before
         the next. A time window reads only the files that may hold it (:meth:`_holding`)."""
-        self.pages.check(force=True)
+        self.pages.check(force=self.drop_at_scan)
         for fd in self._holding(start, end) if start is not None and end is not None else self.fds:
             if self.deadline is not None and time.monotonic() >= self.deadline:  # per file, and every CHECK_EVERY entries
                 raise TimeoutError("the collection's time budget was spent (--time-budget)")
@@ -222,6 +234,30 @@ class _ReaderSource:
             if end is not None and t > end:
                 return
             yield _Lazy(r, t)
+
+    def scan_texts(self, groups, start, texts: tuple[bytes, ...]):
+        """As :meth:`scan` from ``start`` (µs or ``None``) on, one file only, yielding only the entries
+        whose MESSAGE (its first value, as libsystemd gives it) holds one of ``texts``: the test is
+        made on the bytes, before anything is decoded (an ASCII text is in the bytes exactly when it
+        is in their UTF-8 decoding with bad sequences replaced, which the rules read)."""
+        r = self.r
+        self._match(groups)
+        r.seek_realtime(start) if start is not None else r.seek_head()
+        n, get, every = 0, r._get, self.CHECK_EVERY
+        while r._next():
+            n += 1
+            if n % every == 0:
+                self.pages.check()
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
+            try:
+                msg = get("MESSAGE")
+            except KeyError:
+                continue
+            for t in texts:
+                if t in msg:
+                    yield _Lazy(r, r._get_realtime())
+                    break
 
     def full(self) -> dict:
         """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
