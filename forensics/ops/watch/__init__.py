@@ -78,6 +78,7 @@ def run_args(args) -> int:
         return 2
     _log(f"metrics on http://{args.listen}/metrics; state and bundles under {out}; pid {os.getpid()}")
     agent.dbus = DbusReloads(args.root, agent.notify, _log)
+    agent.dbus.first = agent.dbus.connect()  # before the journal is opened (DbusReloads.connect)
     agent.dbus.start()
     JournalReloads(args.root, agent.notify, _log).start()
     for s in (signal.SIGTERM, signal.SIGINT):

@@ -24,6 +24,7 @@ Each source calls ``notify(kind, source, at)``: ``kind`` is ``reload-start``, ``
 from __future__ import annotations
 
 import os
+import selectors
 import struct
 import subprocess
 import threading
@@ -47,31 +48,40 @@ class DbusReloads(threading.Thread):
         super().__init__(name="watch-dbus", daemon=True)
         self.root, self.notify, self.log = root, notify, log
         self.connected: str | None = None
+        self.first = None  #: what :meth:`connect` gave before the thread started
+
+    def connect(self, quiet: bool = False):
+        """``(socket, parser, owner, path)`` of the first socket that answers (the private one is tried
+        twice: a ``Subscribe`` sent while this process was opening the journal once went unanswered), or
+        None. The agent calls it once before its other threads start, then :meth:`start`."""
+        for path, bus, tries in ((PRIVATE, False, 2), (SYSTEM_BUS, True, 1)):
+            full = os.path.join(self.root, path.lstrip("/"))
+            for _ in range(tries):
+                try:
+                    return (*_connect(full, bus), full)
+                except (OSError, ValueError, TimeoutError, RuntimeError) as e:
+                    if not quiet:
+                        self.log(f"D-Bus: {full} not reachable ({type(e).__name__}: {e})")
+        return None
 
     def run(self) -> None:
         quiet = False  # a socket that stays unreachable is said once, not every RETRY_S
         while True:
-            for path, bus in ((PRIVATE, False), (SYSTEM_BUS, True)):
-                full = os.path.join(self.root, path.lstrip("/"))
-                try:
-                    sock, parser, owner = _connect(full, bus)
-                except (OSError, ValueError, TimeoutError, RuntimeError) as e:
-                    if not quiet:
-                        self.log(f"D-Bus: {full} not reachable ({type(e).__name__}: {e})")
-                    continue
-                self.connected = full
-                self.log(f"D-Bus: following systemd's Reloading signal on {full}")
-                try:
-                    _follow(sock, parser, owner, self.notify, full)
-                except (OSError, ValueError, RuntimeError) as e:
-                    self.log(f"D-Bus: {full} lost ({type(e).__name__}: {e})")
-                finally:
-                    self.connected = None
-                    sock.close()
-                quiet = False
-                break
-            else:
+            got, self.first = self.first or self.connect(quiet), None
+            if got is None:
                 quiet = True
+                time.sleep(RETRY_S)
+                continue
+            sock, parser, owner, full = got
+            self.connected, quiet = full, False
+            self.log(f"D-Bus: following systemd's Reloading signal on {full}")
+            try:
+                _follow(sock, parser, owner, self.notify, full)
+            except (OSError, ValueError, RuntimeError) as e:
+                self.log(f"D-Bus: {full} lost ({type(e).__name__}: {e})")
+            finally:
+                self.connected = None
+                sock.close()
             time.sleep(RETRY_S)
 
 
@@ -86,7 +96,7 @@ def _connect(path: str, bus: bool):
     sock = prep_socket(path, timeout=2.0)
     parser, serial = Parser(), iter(range(1, 1 << 31))
     try:
-        sock.settimeout(5.0)
+        sock.settimeout(2.0)
 
         def call(addr, member, sig=None, body=()):
             n = next(serial)
@@ -177,20 +187,28 @@ class JournalReloads(threading.Thread):
             self.notify("journal-reload" if line["kind"] in ("reload", "reexec") else "journal", "journal", at)
 
     def _binding(self, journal) -> None:
+        """sd_journal_get_fd(3): poll the journal's inotify descriptor (with the timeout libsystemd asks for
+        when that descriptor is not reliable), then ``process()`` and read what was appended. The
+        binding's own ``wait()`` is not used: called from a thread it stalled the agent's other threads."""
         live = os.path.realpath(self.root) == "/"
         j = journal.Reader(path=self.root, flags=journal.OS_ROOT) if not live else journal.Reader()
+        sel = selectors.DefaultSelector()
         try:
             j.add_match("_PID=1")
             j.seek_tail()
             j.get_previous()
-            self.how = "sd_journal_wait"
-            self.log(f"journal: following PID 1's lines with sd_journal_wait under {self.root}")
+            sel.register(j.fileno(), selectors.EVENT_READ)
+            self.how = "sd_journal_get_fd"
+            self.log(f"journal: following PID 1's lines (sd_journal_get_fd + poll) under {self.root}")
             while True:
-                j.wait(None)
+                sel.select(None if j.reliable_fd() else max(j.get_timeout_ms(), 0) / 1000 or None)
+                if j.process() == journal.NOP:
+                    continue
                 for e in j:
                     at = e.get("__REALTIME_TIMESTAMP")
                     self._entry(e, at.timestamp() if hasattr(at, "timestamp") else time.time())
         finally:
+            sel.close()
             j.close()
 
     def _journalctl(self) -> None:
