@@ -31,7 +31,7 @@ from forensics.timeutil import iso_z
 from . import state as st
 from .sweep import sweep
 
-QUIET_S = 0.5         #: no trigger for this long (and no reload in progress): sweep
+QUIET_S = 0.25        #: no trigger for this long (and no reload in progress): sweep
 MAX_DELAY_S = 60.0    #: a sweep at the latest this long after the first trigger of a storm that goes on
 WINDOW_BEFORE_S = 300  #: the loss bundle's incident starts this long before the reload (or last good sweep)
 LABELS = ("namespace", "pod", "container", "id")
