@@ -13,7 +13,8 @@ One lab, one story, recorded by the module fixture and asserted by the tests:
    hook's loss, the new container is seen with access 1;
 4. 20 ``systemctl daemon-reload`` issued within 2 s (systemd runs them one after the other): one sweep, one
    bundle, every reload counted once (D-Bus) as the journal shows;
-5. the spec container's init is killed, then a reload: the container is still listed by the runtime, its
+5. on the system bus a look-alike ``Reloading`` signal from another client is not heard, systemd's is;
+6. the spec container's init is killed, then a reload: the container is still listed by the runtime, its
    probe has no answer: a probe error counted, its access series withdrawn, the agent alive.
 
 The watchdog is longer than test_syslab's (the story takes about a minute on 2 loaded cores).
@@ -38,6 +39,25 @@ from test_syslab import PROJECT, _close
 
 DEADLINE_S = 300.0
 PORT = 19464
+#: run inside: the agent's system-bus follower, a look-alike ``Reloading`` signal sent by another client, then a
+#: real reload; prints what the follower heard of each
+BUS = r"""
+import json, subprocess, sys, threading, time
+sys.path.insert(0, %r)
+from jeepney import DBusAddress, new_signal
+from jeepney.io.blocking import open_dbus_connection
+from forensics.ops.watch import triggers as T
+got = []
+sock, parser, owner = T._connect("/run/dbus/system_bus_socket", True)
+threading.Thread(target=T._follow, args=(sock, parser, owner, lambda k, s, a: got.append(k), "bus"), daemon=True).start()
+forger = open_dbus_connection("SYSTEM")
+forger.send(new_signal(DBusAddress(T.SYSTEMD_PATH, interface=T.MANAGER), "Reloading", "b", (True,)))
+time.sleep(1)
+forged = list(got)
+subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=60)
+time.sleep(1)
+print(json.dumps({"forged": forged, "real": got[len(forged):], "owner": owner, "forger": forger.unique_name}))
+"""
 STORM = "for i in $(seq 20); do systemctl daemon-reload & sleep 0.1; done; wait"
 #: run inside the namespace: a requester's reload, then /metrics polled every 20 ms until the hook container's
 #: access is 0; prints the seconds from the reload's end (systemd-run --wait returned) to that moment
@@ -140,8 +160,8 @@ def story(tmp_path_factory):
         lab.up()
         lab.sh("ip", "link", "set", "lo", "up")
         agent.start()
-        rec["start"] = _wait(lambda: (m := agent.metrics()) and access(m, hook) is not None
-                             and access(m, spec) is not None and m, 60)
+        rec["start"] = _wait(lambda: (m := agent.metrics()) and access(m, hook) is not None and access(m, spec)
+                             is not None and value(m, "gpu_forensics_last_sweep_timestamp_seconds") and m, 60)
         # 2. a requester's reload
         out = lab.sh(sys.executable, "-c", RELOAD_AND_WATCH % PORT, timeout=90).stdout
         rec["latency_s"] = float(out) if out.strip() else None
@@ -155,7 +175,8 @@ def story(tmp_path_factory):
         rec["before_kill"] = agent.metrics()
         agent.kill()
         agent.start()
-        rec["after_restart"] = _wait(lambda: (m := agent.metrics()) and access(m, storm) is not None and m, 60)
+        rec["after_restart"] = _wait(lambda: (m := agent.metrics()) and value(m, "gpu_forensics_last_sweep_timestamp_seconds")
+                                     > value(rec["before_kill"], "gpu_forensics_last_sweep_timestamp_seconds") and m, 60)
         rec["bundles_2"] = _bundles(agent)
         # 4. the storm
         mark = len(agent._lines())
@@ -171,6 +192,8 @@ def story(tmp_path_factory):
         rec["storm_journal"] = len(lab.sh("journalctl", "-q", "--no-pager", "-o", "cat", "_PID=1",
                                           "MESSAGE=Reloading.").stdout.splitlines())
         rec["storm_metrics"] = agent.metrics()
+        # the system bus: only systemd's own signal is heard
+        rec["bus"] = json.loads(lab.sh(sys.executable, "-c", BUS % str(PROJECT), timeout=90).stdout)
         # 5. a container that vanishes
         init = lab.read(f"/run/containerd/io.containerd.runtime.v2.task/{S.NS}/{spec}/init.pid").strip()
         lab.sh("kill", "-9", init)
@@ -255,3 +278,10 @@ def test_a_vanished_container_is_an_error_counted_not_a_crash(story):
     assert access(m, S.cid("spec")) is None               # no answer: no series, not the last value
     assert access(m, S.cid("hook")) == 0
     assert "no probe answer" in story["vanished_log"] and S.cid("spec")[:12] in story["vanished_log"]
+
+
+def test_on_the_system_bus_only_systemds_own_signal_is_heard(story):
+    bus = story["bus"]
+    assert bus["owner"].startswith(":") and bus["forger"] != bus["owner"]
+    assert bus["forged"] == []
+    assert bus["real"] == ["reload-start", "reload-end"]

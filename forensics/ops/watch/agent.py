@@ -33,7 +33,7 @@ from .sweep import sweep
 
 QUIET_S = 0.25        #: no trigger for this long (and no reload in progress): sweep
 MAX_DELAY_S = 60.0    #: a sweep at the latest this long after the first trigger of a storm that goes on
-WINDOW_BEFORE_S = 300  #: the loss bundle's incident starts this long before the reload (or last good sweep)
+WINDOW_BEFORE_S = 300  #: the loss bundle's incident starts this long before the last sweep that saw access
 LABELS = ("namespace", "pod", "container", "id")
 
 
@@ -137,49 +137,32 @@ class Agent:
             next_periodic = time.monotonic() + self.interval
 
     def sweep_once(self, reason: str) -> None:
-        """One sweep, its metrics and state, and the loss bundle when a container went 1 -> 0."""
-        s = self.state
+        """One sweep, its metrics and state, and the loss bundle when a container went 1 -> 0. The access
+        gauges are set as soon as the probe has answered (:meth:`_publish_access`), before the exposure rules."""
+        lost: list[str] = []
         try:
-            result = sweep(self.root, self.out)
+            result = sweep(self.root, self.out, on_access=lambda seen: lost.extend(self._publish_access(seen)))
         except Exception as e:  # noqa: BLE001 - an agent that dies on a bad node watches nothing
             with self.cond:
-                s["probe_errors_total"] += 1
+                self.state["probe_errors_total"] += 1
                 self.metrics.errors.inc()
             self.log(f"sweep failed ({reason}): {type(e).__name__}: {e}")
             return
-        m, lost = self.metrics, []
+        m, s = self.metrics, self.state
         with self.cond:
-            for cid in set(s["labels"]) - set(result.seen):  # gone from the node: its series go too
-                labels = s["labels"].pop(cid)
-                s["access"].pop(cid, None)
-                for g in (m.access, m.at_risk):
-                    _drop(g, labels)
             for cid, seen in result.seen.items():
-                labels = seen.labels()
-                old = s["labels"].get(cid)
-                if old and old != labels:
-                    for g in (m.access, m.at_risk):
-                        _drop(g, old)
-                s["labels"][cid] = labels
-                if seen.access is not None:
-                    if s["access"].get(cid) == 1 and seen.access == 0:
-                        lost.append(cid)
-                    s["access"][cid] = seen.access  # the last answer is kept for the next 1 -> 0
-                    m.access.labels(**labels).set(seen.access)
-                else:  # no answer this time: unknown, so no series (never the last value shown as now)
-                    _drop(m.access, labels)
                 if seen.at_risk is not None:
-                    m.at_risk.labels(**labels).set(1 if seen.at_risk else 0)
+                    m.at_risk.labels(**seen.labels()).set(1 if seen.at_risk else 0)
                 else:
-                    _drop(m.at_risk, labels)
+                    _drop(m.at_risk, seen.labels())
             s["probe_errors_total"] += result.errors
             if result.errors:
                 m.errors.inc(result.errors)
             s["sweeps_total"] += 1
-            s["last_sweep"] = time.time()
+            prev_sweep, s["last_sweep"] = s["last_sweep"], time.time()
             m.last_sweep.set(s["last_sweep"])
             if lost:
-                s["pending"] = self._loss(lost, result.started)
+                s["pending"] = self._loss(lost, prev_sweep or result.started)
             st.save(self.out, s)
         summary = ", ".join(f"{v.container or v.id[:12]}={v.access if v.access is not None else '?'}"
                             f"{' at-risk' if v.at_risk else ''}" for v in result.seen.values())
@@ -189,15 +172,39 @@ class Agent:
         if lost:
             self._write_loss(s["pending"])
 
-    def _loss(self, ids: list[str], swept_at: float) -> dict:
-        """The pending loss: its bundle's name and incident (from before the last reload, or the last
-        sweep that saw access, to now)."""
-        start = min(x for x in (self.state["last_reload"], swept_at) if x) - WINDOW_BEFORE_S
+    def _publish_access(self, seen: dict) -> list[str]:
+        """Set the access gauges from a sweep's probe answers (a container gone from the node loses its
+        series; one without an answer has none); returns the ids that went from 1 to 0."""
+        m, s, lost = self.metrics, self.state, []
+        with self.cond:
+            for cid in set(s["labels"]) - set(seen):  # gone from the node: its series go too
+                labels = s["labels"].pop(cid)
+                s["access"].pop(cid, None)
+                for g in (m.access, m.at_risk):
+                    _drop(g, labels)
+            for cid, v in seen.items():
+                labels, old = v.labels(), s["labels"].get(cid)
+                if old and old != labels:
+                    for g in (m.access, m.at_risk):
+                        _drop(g, old)
+                s["labels"][cid] = labels
+                if v.access is not None:
+                    if s["access"].get(cid) == 1 and v.access == 0:
+                        lost.append(cid)
+                    s["access"][cid] = v.access  # the last answer is kept for the next 1 -> 0
+                    m.access.labels(**labels).set(v.access)
+                else:  # no answer this time: unknown, so no series (never the last value shown as now)
+                    _drop(m.access, labels)
+        return lost
+
+    def _loss(self, ids: list[str], seen_ok: float) -> dict:
+        """The pending loss: its bundle's name and incident, from :data:`WINDOW_BEFORE_S` before the last sweep
+        that saw access (``seen_ok``, unix seconds: the reload that took it came later) to now."""
         now = datetime.now(timezone.utc)
         names = [self.state["labels"][i]["container"] or i[:12] for i in ids]
         return {"name": st.PREFIX + now.strftime("%Y%m%dT%H%M%S.%fZ"), "ids": ids,
-                "incident": {"start": iso_z(datetime.fromtimestamp(start, timezone.utc)), "end": iso_z(now),
-                             "label": f"watch: GPU access lost ({', '.join(names)[:200]})"}}
+                "incident": {"start": iso_z(datetime.fromtimestamp(seen_ok - WINDOW_BEFORE_S, timezone.utc)),
+                             "end": iso_z(now), "label": f"watch: GPU access lost ({', '.join(names)[:200]})"}}
 
     def _write_loss(self, pending: dict) -> None:
         """Collect the loss bundle (once: a verified bundle of that name is taken as written), verify it,

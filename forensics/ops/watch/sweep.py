@@ -1,11 +1,12 @@
 """One sweep of the watch agent: every GPU container found, probed, and judged.
 
 A sweep is the collector's own work on a small scale, so that the agent and a collection never
-disagree: the ``node``, ``runtime_config`` and ``containers`` collectors (the containers one with
-``--probe``: its discovery, the lstat of ``/proc/<pid>/root/dev`` and the ``open()`` from the
-container's device cgroup, :mod:`collectors.containers.probe`, each with its per-container timeout)
-acquire into a scratch bundle under the agent's ``--out`` (``.sweep``, removed afterwards); the
-records are read back with the collectors' ``read`` and the exposure rules
+disagree: the ``containers`` collector with ``--probe`` (its discovery, the lstat of
+``/proc/<pid>/root/dev`` and the ``open()`` from the container's device cgroup,
+:mod:`collectors.containers.probe`, each with its per-container timeout), then the ``node`` and
+``runtime_config`` collectors, each acquire into a scratch bundle under the agent's ``--out``
+(``.sweep``, removed afterwards); the records are read back with the collectors' ``read`` (the probe's
+answers handed on at once, before the rest is read) and the exposure rules
 (:func:`forensics.findings.exposure.assess`) say which containers the next daemon-reload would cut off.
 Nothing is written outside that scratch folder; the workload's processes are never touched (the probe
 is a child of its own that joins the container's cgroup and mount namespace, read-only).
@@ -17,6 +18,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
@@ -73,11 +75,14 @@ def access_of(probe: dict) -> int | None:
     return None
 
 
-def sweep(root: str | os.PathLike, out: str | os.PathLike, state_dirs: tuple = ()) -> Sweep:
-    """Run one sweep of the node under ``root``, its scratch bundle in ``<out>/.sweep`` (removed at the
-    end, also on error). ``state_dirs``: extra containerd state directories (the collector's
-    ``containerd_state_dirs``). Raises nothing for a container that goes away; an unwritable ``out``
-    raises the writer's ``BundleWriteError``."""
+def sweep(root: str | os.PathLike, out: str | os.PathLike, state_dirs: tuple = (),
+          on_access: Callable[[dict[str, Seen]], None] | None = None) -> Sweep:
+    """Run one sweep of the node under ``root``, its scratch bundles in ``<out>/.sweep`` (removed at the
+    end, also on error). The containers come first, so that ``on_access`` (called with the ``seen`` dict,
+    ``at_risk`` still None) can publish the probe's answers before the runtime configuration is read and the
+    exposure rules run (they fill ``at_risk`` in the same objects). ``state_dirs``: extra containerd state
+    directories (the collector's ``containerd_state_dirs``). Raises nothing for a container that goes away;
+    an unwritable ``out`` raises the writer's ``BundleWriteError``."""
     import collectors.containers as ctn
     from collectors import node, runtime_config
     from forensics.findings import exposure
@@ -86,51 +91,61 @@ def sweep(root: str | os.PathLike, out: str | os.PathLike, state_dirs: tuple = (
 
     started, t0 = time.time(), time.monotonic()
     scratch = Path(out) / SCRATCH
+    errors, why, seen = [0], [], {}
+
+    def read_containers(b):
+        reading = ctn.read(b, node.facts(b))
+        lost = [a for a in b.artifacts() if a.status is Status.ERROR and (a.source or "").startswith("container:")]
+        return reading, lost
+    reading, lost = _collect(root, scratch, [ctn], {"probe": True, "containerd_state_dirs": state_dirs},
+                             read_containers, errors, why)
+    containers = reading.facts.get("containers") or []
+    for a in lost:  # a container listed, then gone before it was read: _safe recorded the exception
+        errors[0] += 1
+        why.append(f"{a.source}: {a.message}")
+    for rec in containers:
+        if not rec.get("gpu") or not isinstance(rec.get("id"), str):
+            continue
+        probe = dict(rec.get("probe") or {})
+        acc = access_of(probe)
+        if acc is None:  # a GPU container the probe could not answer for: it vanished, or timed out
+            errors[0] += 1
+            why.append(f"{rec['id'][:12]}: no probe answer ({_no_answer(rec)})")
+        seen[rec["id"]] = Seen(rec["id"], rec.get("pod_namespace") or "", rec.get("pod") or "",
+                               rec.get("container_name") or "", acc, None, probe)
+    if on_access:
+        on_access(seen)
+    runtime = _collect(root, scratch, [node, runtime_config], {}, lambda b: runtime_config.read(b, node.facts(b)).facts,
+                       errors, why)
+    dp = device_plugin_settings(containers, ENV_ALLOW.match, reading.facts.get("device_plugin_dir"))
+    for row in exposure.assess(runtime.get("runtime") or {}, containers, dp, runtime.get("engine_cgroup_driver"))["containers"]:
+        if row.get("id") in seen and row.get("gpu_injection") not in (None, "unknown"):
+            seen[row["id"]].at_risk = bool(row.get("at_risk"))
+    return Sweep(seen, errors[0], why, started, time.monotonic() - t0)
+
+
+def _collect(root, scratch: Path, mods: list, options: dict, read: Callable, errors: list, why: list):
+    """``read(bundle)`` of a scratch bundle the collectors ``mods`` acquired into (removed afterwards); a
+    collector that raises adds to ``errors[0]`` and ``why``."""
     _clear(scratch)
-    errors, why = 0, []
     try:
         writer = BundleWriter(scratch)
-        ctx = CollectContext(root=Path(root), writer=writer, options={"probe": True, "containerd_state_dirs": state_dirs},
-                             deadline=time.monotonic() + SWEEP_BUDGET_S)
-        for mod in (node, runtime_config, ctn):
+        ctx = CollectContext(root=Path(root), writer=writer, options=options, deadline=time.monotonic() + SWEEP_BUDGET_S)
+        for mod in mods:
             try:
                 mod.acquire(ctx)
             except Exception as e:  # noqa: BLE001 - one source failing is an error counted, not a crash
-                errors += 1
+                errors[0] += 1
                 why.append(f"{mod.NAME}: {type(e).__name__}: {e}")
         writer.meta.update({"node": ctx.node.name, "node_facts": ctx.node.manifest(), "incidents": []})
         path, _ = writer.finish()
         b = Bundle.open(path)
         try:
-            nf = node.facts(b)
-            runtime = runtime_config.read(b, nf).facts
-            reading = ctn.read(b, nf)
-            containers = reading.facts.get("containers") or []
-            lost = [a for a in b.artifacts() if a.status is Status.ERROR and (a.source or "").startswith("container:")]
+            return read(b)
         finally:
             b.close()
     finally:
         _clear(scratch)
-    for a in lost:  # a container listed, then gone before it was read: _safe recorded the exception
-        errors += 1
-        why.append(f"{a.source}: {a.message}")
-    dp = device_plugin_settings(containers, ENV_ALLOW.match, reading.facts.get("device_plugin_dir"))
-    rows = {r["id"]: r for r in exposure.assess(runtime.get("runtime") or {}, containers, dp,
-                                                 runtime.get("engine_cgroup_driver"))["containers"]}
-    seen = {}
-    for rec in containers:
-        if not rec.get("gpu") or not isinstance(rec.get("id"), str):
-            continue
-        row = rows.get(rec["id"]) or {}
-        gpu_probe = {p: v for p, v in (rec.get("probe") or {}).items()}
-        acc = access_of(gpu_probe)
-        if acc is None:  # a GPU container the probe could not answer for: it vanished, or timed out
-            errors += 1
-            why.append(f"{rec['id'][:12]}: no probe answer ({_no_answer(rec)})")
-        risk = row.get("at_risk") if row.get("gpu_injection") not in (None, "unknown") else None
-        seen[rec["id"]] = Seen(rec["id"], rec.get("pod_namespace") or "", rec.get("pod") or "",
-                               rec.get("container_name") or "", acc, risk, gpu_probe)
-    return Sweep(seen, errors, why, started, time.monotonic() - t0)
 
 
 def _no_answer(rec: dict) -> str:

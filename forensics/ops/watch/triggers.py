@@ -119,6 +119,10 @@ def _connect(path: str, bus: bool):
             rule = MatchRule(type="signal", sender="org.freedesktop.systemd1", interface=MANAGER,
                              member="Reloading", path=SYSTEMD_PATH)
             call(message_bus, "AddMatch", "s", (rule.serialise(),))
+            moved = MatchRule(type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
+                              member="NameOwnerChanged", path="/org/freedesktop/DBus")
+            moved.add_arg_condition(0, "org.freedesktop.systemd1")
+            call(message_bus, "AddMatch", "s", (moved.serialise(),))
             owner = call(message_bus, "GetNameOwner", "s", ("org.freedesktop.systemd1",))[0]
         call(DBusAddress(SYSTEMD_PATH, bus_name="org.freedesktop.systemd1", interface=MANAGER), "Subscribe")
         sock.settimeout(None)
@@ -140,6 +144,10 @@ def _follow(sock, parser, owner: str | None, notify: Notify, where: str) -> None
             parser.add_data(data)
             continue
         h = msg.header
+        if (owner is not None and h.message_type.value == 4 and h.fields.get(7) == "org.freedesktop.DBus"
+                and h.fields.get(3) == "NameOwnerChanged" and msg.body[:1] == ("org.freedesktop.systemd1",)):
+            owner = msg.body[2] or owner  # systemd re-executed and came back on the bus under a new unique name
+            continue
         if h.message_type.value != 4 or h.fields.get(2) != MANAGER or h.fields.get(3) != "Reloading":
             continue  # 4: SIGNAL; header fields 2: INTERFACE, 3: MEMBER, 7: SENDER
         if owner is not None and h.fields.get(7) != owner:
