@@ -9,8 +9,8 @@ plus N-2 more hook-injected GPU containers of its shape; no live process, so the
 and every container is a "no probe answer" error: the figure is discovery + lstat + records + exposure).
 ``lab``: the real-systemd lab (tests/syslab.py, v1): the agent inside; ``--reloads`` real ``systemctl
 daemon-reload`` one after the other, each timed from its end (systemctl returned) to the moment /metrics shows
-a sweep finished after it (``gpu_forensics_last_sweep_timestamp_seconds``; the first one is also the hook
-container's access 1 -> 0); then the agent left idle for ``--idle`` seconds with the default ``--interval 60``
+a sweep finished after it (``gpu_forensics_last_sweep_timestamp_seconds``, set once the whole sweep is done;
+for the first one also the moment the hook container's access went 1 -> 0, which is published earlier); then the agent left idle for ``--idle`` seconds with the default ``--interval 60``
 (its periodic sweeps count) and its CPU time (utime + stime of /proc/<pid>/stat, probe children included
 through cutime/cstime) and RSS (VmRSS, VmHWM) read. Prints one JSON object.
 """
@@ -39,19 +39,22 @@ import json, subprocess, sys, time, urllib.request
 def metrics():
     text = urllib.request.urlopen("http://127.0.0.1:%(port)d/metrics", timeout=5).read().decode()
     return {l.split(" ")[0]: float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l and not l.startswith("#")}
-out = []
+out, first_access = [], None
 for i in range(%(reloads)d):
     subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=60)
     end = time.time(); t0 = time.monotonic()
     while True:
         m = metrics()
+        if i == 0 and first_access is None and any(k.startswith('gpu_forensics_container_gpu_access{container="hook"')
+                                                   and v == 0 for k, v in m.items()):
+            first_access = time.monotonic() - t0
         if m["gpu_forensics_last_sweep_timestamp_seconds"] > end:
             out.append(time.monotonic() - t0); break
         if time.monotonic() - t0 > 30:
             out.append(None); break
         time.sleep(0.02)
     time.sleep(1.0)
-print(json.dumps({"latencies": out, "metrics": m}))
+print(json.dumps({"latencies": out, "first_access": first_access, "metrics": m}))
 """
 
 
@@ -124,7 +127,7 @@ def bench_lab(reloads: int, idle: float) -> dict:
         time.sleep(idle)
         t1, c1 = time.monotonic(), _ticks(lab, pid)
         sweeps = agent.sweeps()
-        return {"reloads": reloads, "latency_p50_s": round(statistics.median(lat), 3), "latency_max_s": round(max(lat), 3),
+        return {"reloads": reloads, "hook_access_1_to_0_s": got["first_access"], "latency_p50_s": round(statistics.median(lat), 3), "latency_max_s": round(max(lat), 3),
                 "latencies_s": [round(x, 3) for x in lat], "missed": got["latencies"].count(None),
                 "reloads_counted": got["metrics"].get("gpu_forensics_daemon_reloads_total"),
                 "bundles": got["metrics"].get("gpu_forensics_bundles_written_total"),

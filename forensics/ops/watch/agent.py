@@ -3,7 +3,8 @@
 A trigger (a ``Reloading`` signal, a PID 1 reload line, :mod:`.triggers`) arms a sweep; the sweep runs
 once systemd is not mid-reload and no trigger came for :data:`QUIET_S` seconds (a burst of reloads is one
 sweep), and at the latest :data:`MAX_DELAY_S` after the first; without triggers, every ``interval``
-seconds. After each sweep (:func:`.sweep.sweep`) the gauges are set (a container gone from the node
+seconds (those read the runtime configuration again only every :data:`RUNTIME_EVERY`-th time; the probe
+runs at every sweep). After each sweep (:func:`.sweep.sweep`) the gauges are set (a container gone from the node
 loses its series), the counters advance, the state is saved (:mod:`.state`), and when a container went
 from access 1 to 0 one bundle is collected for that loss, however many containers it took.
 
@@ -35,6 +36,9 @@ QUIET_S = 0.25        #: no trigger for this long (and no reload in progress): s
 MAX_DELAY_S = 60.0    #: a sweep at the latest this long after the first trigger of a storm that goes on
 WINDOW_BEFORE_S = 300  #: the loss bundle's incident starts this long before the last sweep that saw access
 LABELS = ("namespace", "pod", "container", "id")
+#: the node's runtime configuration (node + runtime_config collectors, for at_risk) is read again at every
+#: triggered sweep and every this many periodic ones; the probe runs at every sweep
+RUNTIME_EVERY = 10
 
 
 class Metrics:
@@ -72,6 +76,8 @@ class Agent:
         self.last_trigger = 0.0
         self.in_reload = False
         self.reason = "start"
+        self.runtime: dict | None = None  # runtime_config facts of the last sweep that read them
+        self.runtime_age = 0
         self.dbus = None  # set by the caller: a .triggers.DbusReloads whose ``connected`` says who counts
         self._restore()
 
@@ -141,7 +147,10 @@ class Agent:
         gauges are set as soon as the probe has answered (:meth:`_publish_access`), before the exposure rules."""
         lost: list[str] = []
         try:
-            result = sweep(self.root, self.out, on_access=lambda seen: lost.extend(self._publish_access(seen)))
+            fresh = reason != "interval" or self.runtime_age >= RUNTIME_EVERY or self.runtime is None
+            result = sweep(self.root, self.out, on_access=lambda seen: lost.extend(self._publish_access(seen)),
+                           runtime=None if fresh else self.runtime)
+            self.runtime, self.runtime_age = result.runtime, 0 if fresh else self.runtime_age + 1
         except Exception as e:  # noqa: BLE001 - an agent that dies on a bad node watches nothing
             with self.cond:
                 self.state["probe_errors_total"] += 1

@@ -55,13 +55,14 @@ class Seen:
 class Sweep:
     """What one sweep found: ``seen`` by container id, ``errors`` (probe errors: a GPU container found
     and not answered for, one that vanished mid-probe, a collector failure), ``why`` (one line per
-    error), ``started``/``elapsed`` (unix seconds / seconds)."""
+    error), ``started``/``elapsed`` (unix seconds / seconds), ``runtime`` (the ``runtime_config`` facts judged with)."""
 
     seen: dict[str, Seen]
     errors: int
     why: list[str]
     started: float
     elapsed: float
+    runtime: dict = field(default_factory=dict)
 
 
 def access_of(probe: dict) -> int | None:
@@ -76,11 +77,12 @@ def access_of(probe: dict) -> int | None:
 
 
 def sweep(root: str | os.PathLike, out: str | os.PathLike, state_dirs: tuple = (),
-          on_access: Callable[[dict[str, Seen]], None] | None = None) -> Sweep:
+          on_access: Callable[[dict[str, Seen]], None] | None = None, runtime: dict | None = None) -> Sweep:
     """Run one sweep of the node under ``root``, its scratch bundles in ``<out>/.sweep`` (removed at the
     end, also on error). The containers come first, so that ``on_access`` (called with the ``seen`` dict,
     ``at_risk`` still None) can publish the probe's answers before the runtime configuration is read and the
-    exposure rules run (they fill ``at_risk`` in the same objects). ``state_dirs``: extra containerd state
+    exposure rules run (they fill ``at_risk`` in the same objects). ``runtime``: the ``runtime_config`` facts of
+    an earlier sweep (:attr:`Sweep.runtime`) to judge with instead of reading them again. ``state_dirs``: extra containerd state
     directories (the collector's ``containerd_state_dirs``). Raises nothing for a container that goes away;
     an unwritable ``out`` raises the writer's ``BundleWriteError``."""
     import collectors.containers as ctn
@@ -115,13 +117,14 @@ def sweep(root: str | os.PathLike, out: str | os.PathLike, state_dirs: tuple = (
                                rec.get("container_name") or "", acc, None, probe)
     if on_access:
         on_access(seen)
-    runtime = _collect(root, scratch, [node, runtime_config], {}, lambda b: runtime_config.read(b, node.facts(b)).facts,
-                       errors, why)
+    if runtime is None:
+        runtime = _collect(root, scratch, [node, runtime_config], {},
+                           lambda b: runtime_config.read(b, node.facts(b)).facts, errors, why)
     dp = device_plugin_settings(containers, ENV_ALLOW.match, reading.facts.get("device_plugin_dir"))
     for row in exposure.assess(runtime.get("runtime") or {}, containers, dp, runtime.get("engine_cgroup_driver"))["containers"]:
         if row.get("id") in seen and row.get("gpu_injection") not in (None, "unknown"):
             seen[row["id"]].at_risk = bool(row.get("at_risk"))
-    return Sweep(seen, errors[0], why, started, time.monotonic() - t0)
+    return Sweep(seen, errors[0], why, started, time.monotonic() - t0, runtime)
 
 
 def _collect(root, scratch: Path, mods: list, options: dict, read: Callable, errors: list, why: list):
