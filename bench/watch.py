@@ -117,8 +117,8 @@ def bench_lab(reloads: int, idle: float) -> dict:
             subprocess.Popen(["nsenter", "-t", str(lab.pid1()), "-m", "-u", "-i", "-n", "-p", "-C", "--", "env", "-i",
                               f"PATH={S.PATH}", "LANG=C.UTF-8", "/bin/sh", "-c", f"cd {shlex.quote(str(PROJECT))} && exec {cmd}"],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        time.sleep(3)
-        pid = int(next(x for x in agent._lines() if "; pid " in x).rsplit("; pid ", 1)[1])
+        line = T._wait(lambda: next((x for x in agent._lines() if "; pid " in x), None), 60)
+        pid = int(line.rsplit("; pid ", 1)[1])
         T._wait(lambda: agent.sweeps(), 60)
         got = json.loads(lab.sh(sys.executable, "-c", INSIDE % {"port": PORT, "reloads": reloads}, timeout=600).stdout)
         lat = [x for x in got["latencies"] if x is not None]

@@ -36,6 +36,7 @@ MANAGER = "org.freedesktop.systemd1.Manager"
 PRIVATE = "/run/systemd/private"
 SYSTEM_BUS = "/run/dbus/system_bus_socket"
 RETRY_S = 5.0
+NUDGE_S, NUDGES = 0.1, 20  #: an unanswered call on the private socket is nudged this often (seconds, times)
 
 Notify = Callable[[str, str, float], None]
 
@@ -52,8 +53,7 @@ class DbusReloads(threading.Thread):
 
     def connect(self, quiet: bool = False):
         """``(socket, parser, owner, path)`` of the first socket that answers (the private one is tried
-        twice: a ``Subscribe`` sent while this process was opening the journal once went unanswered), or
-        None. The agent calls it once before its other threads start, then :meth:`start`."""
+        twice), or None. The agent calls it once before its other threads start, then :meth:`start`."""
         for path, bus, tries in ((PRIVATE, False, 2), (SYSTEM_BUS, True, 1)):
             full = os.path.join(self.root, path.lstrip("/"))
             for _ in range(tries):
@@ -95,16 +95,27 @@ def _connect(path: str, bus: bool):
     from jeepney.low_level import Parser
     sock = prep_socket(path, timeout=2.0)
     parser, serial = Parser(), iter(range(1, 1 << 31))
+    systemd = DBusAddress(SYSTEMD_PATH, bus_name="org.freedesktop.systemd1", interface=MANAGER)
+    ping = DBusAddress(SYSTEMD_PATH, bus_name="org.freedesktop.systemd1", interface="org.freedesktop.DBus.Peer")
     try:
-        sock.settimeout(2.0)
+        sock.settimeout(2.0 if bus else NUDGE_S)
 
         def call(addr, member, sig=None, body=()):
-            n = next(serial)
+            n, nudges = next(serial), 0
             sock.sendall(new_method_call(addr, member, sig, body).serialise(serial=n))
             while True:
                 msg = parser.get_next_message()
                 if msg is None:
-                    data = sock.recv(65536)
+                    try:
+                        data = sock.recv(65536)
+                    except TimeoutError:
+                        # seen in the lab: systemd's private socket left a first call that came in the same read
+                        # as the handshake's BEGIN unanswered until more bytes came; a Peer.Ping is such bytes
+                        nudges += 1
+                        if bus or nudges > NUDGES:  # dbus-daemon answers; it would refuse a Ping before Hello
+                            raise
+                        sock.sendall(new_method_call(ping, "Ping").serialise(serial=next(serial)))
+                        continue
                     if not data:
                         raise RuntimeError("connection closed")
                     parser.add_data(data)
@@ -124,7 +135,7 @@ def _connect(path: str, bus: bool):
             moved.add_arg_condition(0, "org.freedesktop.systemd1")
             call(message_bus, "AddMatch", "s", (moved.serialise(),))
             owner = call(message_bus, "GetNameOwner", "s", ("org.freedesktop.systemd1",))[0]
-        call(DBusAddress(SYSTEMD_PATH, bus_name="org.freedesktop.systemd1", interface=MANAGER), "Subscribe")
+        call(systemd, "Subscribe")
         sock.settimeout(None)
         return sock, parser, owner
     except BaseException:
