@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from forensics import __version__
 from forensics.timeutil import iso_z
 
-from . import state as st
-from .sweep import sweep
+import forensics.ops.watch.state as st
+from forensics.ops.watch.sweep import sweep
 
 QUIET_S = 0.25        #: no trigger for this long (and no reload in progress): sweep
 MAX_DELAY_S = 60.0    #: a sweep at the latest this long after the first trigger of a storm that goes on
