@@ -33,6 +33,7 @@ import forensics.ops.watch.state as st
 from forensics.ops.watch.sweep import sweep
 
 QUIET_S = 0.25        #: no trigger for this long (and no reload in progress): sweep
+JOURNAL_QUIET_S = 2.0  #: the same after a journal line while no D-Bus socket is followed
 MAX_DELAY_S = 60.0    #: a sweep at the latest this long after the first trigger of a storm that goes on
 WINDOW_BEFORE_S = 300  #: the loss bundle's incident starts this long before the last sweep that saw access
 LABELS = ("namespace", "pod", "container", "id")
@@ -106,7 +107,10 @@ class Agent:
                 self.in_reload = False
             now = time.monotonic()
             self.first_trigger = self.first_trigger or now
-            self.last_trigger = now
+            # PID 1's journal line comes as the reload starts and systemd 252 logs no end: without the D-Bus
+            # signal's end of reload, wait long enough for the reload to be over
+            quiet = QUIET_S if (self.dbus and self.dbus.connected) else JOURNAL_QUIET_S
+            self.last_trigger = max(self.last_trigger, now + quiet - QUIET_S)
             self.reason = f"{kind} ({source})"
             self.cond.notify_all()
 
@@ -139,6 +143,7 @@ class Agent:
                     return
                 reason = self.reason if self.first_trigger is not None else ("interval" if next_periodic else "start")
                 self.first_trigger = None
+                self.in_reload = False  # an end of reload lost with its connection holds back one sweep at most
             self.sweep_once(reason)
             next_periodic = time.monotonic() + self.interval
 
