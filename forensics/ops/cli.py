@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="collect and analyze the embedded sample node", formatter_class=ex,
                        epilog="example: gpu-forensics demo --out /tmp/demo")
     d.add_argument("--out", default="gpu-forensics-demo", help="folder for the demo bundle and reports")
+    from . import watch as watch_mod
+    watch_mod.add_parser(sub, ex)
     return p
 
 
@@ -368,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
             return drill_mod.run_args(args)
         if args.cmd == "demo":
             return cmd_demo(args)
+        if args.cmd == "watch":
+            from . import watch as watch_mod
+            return watch_mod.run_args(args)
     except UsageError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_USAGE
