@@ -6,7 +6,8 @@ It holds the project's packages (forensics, collectors, reports) and, vendored f
 that runs this script, the pure-python libraries collect imports: detect-secrets (the redaction
 shapes), tomli-w, python-dateutil (2.9 needs no six), PyYAML
 (its pure-python loader; the C ``_yaml`` is left out), requests with urllib3, idna, certifi and
-charset_normalizer (its mypyc ``.so`` left out, the ``.py`` sources kept). systemd-python is a C
+charset_normalizer (its mypyc ``.so`` left out, the ``.py`` sources kept), and for ``watch``
+prometheus_client and jeepney (both pure python). systemd-python is a C
 extension and cannot run from a zip, so ``systemd.journal`` is scripts/collector/systemd: the same
 calls over the node's own ``libsystemd.so.0`` through ctypes (tests/test_collector_zipapp.py compares
 the two on the same journal files).
@@ -25,7 +26,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 PACKAGES = ("forensics", "collectors", "reports")
 VENDORED = ("detect_secrets", "tomli_w", "dateutil", "yaml", "requests", "urllib3", "idna", "certifi",
-            "charset_normalizer")
+            "charset_normalizer", "prometheus_client", "jeepney")
 MAIN = '''import sys
 from forensics.ops.cli import main
 sys.exit(main())

@@ -9,6 +9,7 @@ tests/test_journal.py::test_journalctl_source_selects_the_same_entries.)
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 import subprocess
 import sys
 import zipfile
@@ -90,3 +91,33 @@ def test_zipapp_run_on_the_node_collects_and_says_where_to_analyze(bundles, tmp_
             f"elsewhere: gpu-forensics analyze {out}") in r.stderr
     assert "Traceback" not in r.stderr and f"bundle: {out}\nmanifest.json sha256: " in r.stdout
     assert verify(out) == [] and not list(tmp_path.glob("*.html"))
+
+
+def test_zipapp_watch_follows_pid1s_reload_lines_through_the_nodes_libsystemd(bundles, tmp_path):
+    """``watch``'s journal trigger in the zipapp (no systemd-python): the ctypes reader opens the root's
+    journal directory with SD_JOURNAL_OS_ROOT and wakes on sd_journal_get_fd when a new journal file
+    appears; PID 1's ``Reloading.`` (trusted _PID=1) is one trigger, dated by its own realtime stamp, and a
+    ``logger -t systemd`` look-alike (another _PID) is none."""
+    from journalbuild import build_journal
+    from test_journal import T0, entry, pid1
+    pyz, root = bundles[0], tmp_path / "root"
+    jdir = root / "var/log/journal/0123456789abcdef0123456789abcdef"
+    build_journal(entry(T0, 812, "kubelet", "started"), jdir / "system.journal")
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); "
+              "from forensics.ops.watch.triggers import JournalReloads; "
+              "t = JournalReloads(sys.argv[2], lambda *a: print('NOTIFY', *a, flush=True), "
+              "lambda m: print('LOG', m, flush=True)); t.start(); time.sleep(30)")
+    p = subprocess.Popen([NODE_PYTHON, "-I", "-S", "-c", script, str(pyz), str(root)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        first = p.stdout.readline()
+        assert "following PID 1's lines (sd_journal_get_fd + poll)" in first, first
+        at = T0 + timedelta(minutes=5)
+        build_journal(entry(at, 4242, "systemd", "Reloading.", _COMM="logger") + pid1(at, "Reloading."),
+                      jdir / "user-1000@0000000000000001-0000000000000002.journal")
+        line = p.stdout.readline()
+    finally:
+        p.kill()
+        rest = p.communicate()[0]
+    assert line.split() == ["NOTIFY", "journal-reload", "journal", str(at.timestamp())], line + rest
+    assert "NOTIFY" not in rest

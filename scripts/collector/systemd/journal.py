@@ -5,17 +5,32 @@ of systemd-python's ``_Reader`` (src/systemd/_reader.c upstream), with the same 
 or a list of bytes for a repeated field}, ``_get_realtime`` -> int µs, ``_get_monotonic`` -> (int µs,
 16-byte boot id), ``_get_cursor`` -> str, ``query_unique`` -> set of bytes values; a negative return
 from libsystemd raises ``OSError`` with that errno, as _reader.c does.
+
+For ``gpu-forensics watch`` (forensics/ops/watch/triggers.py) it also follows a journal the way
+systemd-python does: ``Reader(path=DIR, flags=OS_ROOT)`` (sd_journal_open_directory(3)) or ``Reader()``
+(sd_journal_open(3), the local journal), ``fileno``/``reliable_fd``/``get_timeout_ms``/``process``
+(sd_journal_get_fd(3)) and ``get_previous`` / iteration giving entries as dicts of text fields (a list for a repeated field) with
+``__REALTIME_TIMESTAMP`` as a UTC datetime (journal.py's Reader upstream; no other converters).
 """
 from __future__ import annotations
 
 import ctypes
 import datetime as _datetime
 import os
+import time
+
+#: sd-journal.h: SD_JOURNAL_OS_ROOT; sd_journal_process(3)'s answers
+OS_ROOT = 1 << 4
+NOP, APPEND, INVALIDATE = 0, 1, 2
 
 _lib = ctypes.CDLL("libsystemd.so.0", use_errno=True)
 _p, _sz, _u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
 for _name, _args in {
         "sd_journal_open_files_fd": [ctypes.POINTER(_p), ctypes.POINTER(ctypes.c_int), ctypes.c_uint, ctypes.c_int],
+        "sd_journal_open_directory": [ctypes.POINTER(_p), ctypes.c_char_p, ctypes.c_int],
+        "sd_journal_open": [ctypes.POINTER(_p), ctypes.c_int], "sd_journal_get_fd": [_p],
+        "sd_journal_reliable_fd": [_p], "sd_journal_process": [_p],
+        "sd_journal_get_timeout": [_p, ctypes.POINTER(_u64)],
         "sd_journal_close": [_p], "sd_journal_next": [_p], "sd_journal_previous": [_p],
         "sd_journal_seek_head": [_p], "sd_journal_seek_tail": [_p], "sd_journal_seek_realtime_usec": [_p, _u64],
         "sd_journal_get_data": [_p, ctypes.c_char_p, ctypes.POINTER(_p), ctypes.POINTER(_sz)],
@@ -48,12 +63,35 @@ class _Reader:
     closed by :meth:`close`, as systemd-python's reader owns the files it was given)."""
 
     def __init__(self, flags=None, path=None, files=None, namespace=None):
-        if files is None or path is not None or namespace is not None:
-            raise ValueError("this stand-in opens files=[fd, ...] only")
-        self._fds = [int(f) for f in files]
-        fds = (ctypes.c_int * len(self._fds))(*self._fds)
-        self._j = _p()
-        _check(_lib.sd_journal_open_files_fd(ctypes.byref(self._j), fds, len(self._fds), 0))
+        if namespace is not None or (files is not None and path is not None):
+            raise ValueError("this stand-in opens files=[fd, ...], path=DIR or the local journal")
+        self._j, self._fds = _p(), [int(f) for f in files or ()]
+        if files is not None:
+            fds = (ctypes.c_int * len(self._fds))(*self._fds)
+            _check(_lib.sd_journal_open_files_fd(ctypes.byref(self._j), fds, len(self._fds), 0))
+        elif path is not None:
+            _check(_lib.sd_journal_open_directory(ctypes.byref(self._j), os.fsencode(path), flags or 0))
+        else:
+            _check(_lib.sd_journal_open(ctypes.byref(self._j), flags or 0))
+
+    def fileno(self) -> int:
+        return _check(_lib.sd_journal_get_fd(self._j))
+
+    def reliable_fd(self) -> bool:
+        return bool(_check(_lib.sd_journal_reliable_fd(self._j)))
+
+    def get_timeout_ms(self) -> int:
+        """Milliseconds to poll before calling :meth:`process`, -1 for no limit (as _reader.c computes it
+        from sd_journal_get_timeout's CLOCK_MONOTONIC µs)."""
+        t = _u64()
+        _check(_lib.sd_journal_get_timeout(self._j, ctypes.byref(t)))
+        if t.value == 2 ** 64 - 1:
+            return -1
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        return (t.value - now + 999) // 1000 if t.value > now else 0
+
+    def process(self) -> int:
+        return _check(_lib.sd_journal_process(self._j))
 
     def close(self) -> None:
         if self._j:
@@ -173,3 +211,25 @@ class Reader(_Reader):
         elif not isinstance(realtime, int):
             realtime = int(realtime * 1000000)
         super().seek_realtime(realtime)
+
+    def _entry(self) -> dict:
+        e = {k: [x.decode("utf-8", "replace") for x in v] if isinstance(v, list) else v.decode("utf-8", "replace")
+             for k, v in self._get_all().items()}
+        e["__REALTIME_TIMESTAMP"] = _datetime.datetime.fromtimestamp(self._get_realtime() / 1e6,
+                                                                     _datetime.timezone.utc)
+        return e
+
+    def get_previous(self, skip: int = 1) -> dict:
+        return self._entry() if self._previous(skip) else {}
+
+    def get_next(self, skip: int = 1) -> dict:
+        return self._entry() if self._next(skip) else {}
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        e = self.get_next()
+        if not e:
+            raise StopIteration
+        return e
