@@ -223,7 +223,7 @@ def test_collect_once_maps_done_with_gaps_to_success(tmp_path, argv, want):
 # -- the watch agent: DaemonSet, Service, ServiceMonitor (issue 17 item 6) ---------------------------------
 ALERTS = kustomize(DEPLOY / "alerts")
 WATCH_MOUNTS = {**HOST_MOUNTS, "/run/dbus": "/host/run/dbus", "/run/log": "/host/run/log"}
-#: `gpu-forensics watch`'s options, each with a value (the helpers' contract; forensics/ops/watch)
+#: `gpu-forensics watch`'s options, each with a value (forensics/ops/watch)
 WATCH_OPTIONS = {"--root", "--listen", "--out", "--interval", "--keep-bundles", "--keep-bytes"}
 
 
@@ -235,6 +235,9 @@ def test_watch_daemonset_runs_the_agent_read_only_but_for_its_out_folder():
     opts = dict(zip(c["args"][1::2], c["args"][2::2]))
     assert set(opts) <= WATCH_OPTIONS and len(c["args"]) == 1 + 2 * len(opts)
     assert opts["--root"] == "/host" and opts["--listen"] == "0.0.0.0:9464" and float(opts["--interval"]) == 60
+    from forensics.ops.cli import build_parser  # the agent's own parser takes them as they are
+    a = build_parser().parse_args(c["args"])
+    assert (a.cmd, a.root, a.out, a.keep_bundles, a.keep_bytes) == ("watch", "/host", opts["--out"], 10, 2 ** 30)
     vols = {v["name"]: v for v in ps["volumes"]}
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     for host, inside in WATCH_MOUNTS.items():  # D-Bus sockets and both journal dirs among them
