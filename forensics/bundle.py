@@ -30,7 +30,7 @@ from typing import Iterator
 from . import __version__, hostfs, output, tailcopy
 from .artifact import Artifact, Status, from_oserror
 from .bundle_open import (MAX_MANIFEST, BundleError, DirWalk, check_manifest, invalid, plain, read_bounded, scan_tree,
-                          shown, unpack)
+                          sha256_fd, shown, unpack)
 from .output import INCOMPLETE, BundleWriteError
 from .output import canonical_pieces as _canonical_pieces
 
@@ -439,11 +439,7 @@ def verify(path: "str | os.PathLike | Bundle") -> list[str]:
                 elif not any(p.startswith(special) for p in b.problems):  # listed once, by the walk
                     problems.append(f"{special}{e.strerror})")
                 continue
-            h = hashlib.sha256()
-            with os.fdopen(fd, "rb", buffering=0) as fh:  # unbuffered: CHUNK-sized reads need no copy
-                for chunk in iter(lambda: fh.read(CHUNK), b""):
-                    h.update(chunk)
-            if h.hexdigest() != a.sha256:
+            if sha256_fd(fd, CHUNK) != a.sha256:
                 problems.append(f"changed: {plain(a.path)}")
     for rel in b.files:
         if rel != MANIFEST and rel not in listed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import os
 import stat
 import tarfile
@@ -86,6 +87,16 @@ def _open_file(name: str, dir_fd: int) -> int:
         os.close(f)
         raise OSError(errno.EINVAL, f"not a regular file ({_KINDS.get(stat.S_IFMT(st.st_mode), 'special')})")
     return f
+
+
+def sha256_fd(fd: int, chunk: int) -> str:
+    """The hex SHA-256 of what is left to read of descriptor ``fd``, read ``chunk`` bytes at a time
+    (unbuffered: no copy); ``fd`` is closed. Raises ``OSError`` from a read."""
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        for piece in iter(lambda: fh.read(chunk), b""):
+            h.update(piece)
+    return h.hexdigest()
 
 
 class DirWalk:
