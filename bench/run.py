@@ -2,7 +2,7 @@
 """gpu-forensics benchmark (issue 7): build S and L node roots, time ``collect`` and ``analyze``
 against journalctl, plaso and dissect.target on the same files, and print a table and the goals.
 
-    python3 bench/run.py [--sizes S,L] [--repeat 3] [--no-plaso] [--no-dissect] [--profile]
+    python3 bench/run.py [--sizes S,L] [--repeat 3] [--no-plaso] [--no-dissect] [--no-phases] [--profile]
 
 Inputs and the anchors' virtual environments are cached under bench/.cache/ (git-ignored); the
 first run builds them (the L journal takes a few minutes). Not a test: CI does not run it.
@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -39,14 +40,36 @@ ANCHORS = {
 
 
 # -- measuring ---------------------------------------------------------------------------------------
-def measure(argv, *, cwd=PROJECT, stdout=subprocess.DEVNULL, timeout=None, env=None) -> dict:
+#: a verdict line as ``analyze`` and ``run`` print it (forensics.findings.analysis.verdict_sentence)
+VERDICT_LINE = re.compile(r" is (CONFIRMED|INFERRED|EXCLUDED|UNDETERMINED)\b")
+
+
+def _timed_lines(stream, t0: float, out: list) -> None:
+    """``(seconds since t0, line)`` for each line the child writes, as it arrives."""
+    for line in iter(stream.readline, b""):
+        out.append((time.perf_counter() - t0, line.decode(errors="replace").rstrip("\n")))
+
+
+def measure(argv, *, cwd=PROJECT, stdout=subprocess.DEVNULL, timeout=None, env=None, lines=False) -> dict:
     """Run ``argv`` as a child and return wall time, CPU time (user+sys, the child and the
-    descendants it waited for) and peak RSS, from wait4()'s rusage."""
+    descendants it waited for) and peak RSS, from wait4()'s rusage.
+
+    With ``lines``, the child's stdout and stderr go through one pipe (unbuffered: PYTHONUNBUFFERED=1)
+    and each line is timed as it arrives: ``verdict_s`` is when the last verdict line
+    (:data:`VERDICT_LINE`) came, ``None`` when none did. It does not depend on the order the child
+    prints in (verdicts before or after the reports are rendered)."""
     stderr_path = CACHE / "last-stderr.txt"
+    timed: list = []
+    if lines:
+        env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(stderr_path, "wb") as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=err, stdin=subprocess.DEVNULL, env=env,
+        p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE if lines else stdout,
+                             stderr=subprocess.STDOUT if lines else err, stdin=subprocess.DEVNULL, env=env,
                              start_new_session=True)
+        reader = threading.Thread(target=_timed_lines, args=(p.stdout, t0, timed), daemon=True) if lines else None
+        if reader:
+            reader.start()
         timed_out = threading.Event()
 
         def kill():
@@ -78,12 +101,18 @@ def measure(argv, *, cwd=PROJECT, stdout=subprocess.DEVNULL, timeout=None, env=N
         wall = time.perf_counter() - t0
         done.set()
         sampler.join()
+        if reader:
+            reader.join(timeout=10)
+            p.stdout.close()
+            err.write("\n".join(text for _, text in timed).encode())
         if timer:
             timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
     res = {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
            "anon_mb": peaks["RssAnon"] / 1024, "file_mb": peaks["RssFile"] / 1024, "rc": p.returncode,
            "timed_out": timed_out.is_set()}
+    if lines:
+        res["verdict_s"] = max((t for t, text in timed if VERDICT_LINE.search(text)), default=None)
     if p.returncode not in (0, 1) and not timed_out.is_set():
         res["stderr"] = stderr_path.read_text(errors="replace")[-1500:]
     return res
@@ -93,6 +122,9 @@ def median_of(runs: list[dict]) -> dict:
     out = {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "rss_mb", "anon_mb", "file_mb")}
     out.update(rc=runs[-1]["rc"], timed_out=any(r["timed_out"] for r in runs), n=len(runs),
                walls=[round(r["wall_s"], 2) for r in runs])
+    if "verdict_s" in runs[-1]:
+        seen = [r["verdict_s"] for r in runs if r.get("verdict_s") is not None]
+        out["verdict_s"] = statistics.median(seen) if len(seen) == len(runs) else None
     if "stderr" in runs[-1]:
         out["stderr"] = runs[-1]["stderr"]
     return out
@@ -201,17 +233,23 @@ def run_size(size: gen.Size, args, exes: dict, log) -> dict:
     log(f"[{size.name}] analyze x{args.repeat}")
     r["analyze"] = median_of([measure([PY, "-m", "forensics.ops.cli", "-q", "analyze", str(bundle), "--json",
                                        str(out_dir / "analysis.json"), "--html", str(out_dir / "report.html"),
-                                       "--markdown", str(out_dir / "report.md")]) for _ in range(args.repeat)])
+                                       "--markdown", str(out_dir / "report.md")], lines=True)
+                              for _ in range(args.repeat)])
+
+    def run_cmd(i):  # collect, then analyze with all three reports: what the engineer waits for
+        d = out_dir / f"run-{i}"
+        return [PY, "-m", "forensics.ops.cli", "-q", "run", "--root", str(root), "--out", str(d / "bundle"),
+                "--incident", info["incident"], "--json", str(d / "analysis.json"), "--html", str(d / "report.html"),
+                "--markdown", str(d / "report.md")]
+    log(f"[{size.name}] run x{args.repeat}")
+    r["run"] = median_of([measure(run_cmd(i), lines=True) for i in range(args.repeat)])
     sel = bundle / "journal" / "entries.jsonl"
     r["collect"]["selected_entries"] = sum(1 for _ in open(sel)) if sel.exists() else None
     r["collect"]["entries_per_s"] = info["journal"]["entries"] / r["collect"]["wall_s"]
-    log(f"[{size.name}] collect phases (each collector's acquire alone)")
-    ph = subprocess.run([PY, str(HERE / "phases.py"), str(root), str(out_dir / "phases-bundle")], cwd=PROJECT,
-                        capture_output=True, text=True)
-    try:
-        r["phases"] = json.loads(ph.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        r["phases"] = {"error": ph.stderr[-800:]}
+    if args.no_phases:
+        r["phases"] = {}
+    else:
+        r["phases"] = phases(root, out_dir, size, log)
     # anchors
     groups = collector_groups(jdir)
     log(f"[{size.name}] journalctl anchors x{args.repeat}")
@@ -251,6 +289,17 @@ def run_size(size: gen.Size, args, exes: dict, log) -> dict:
     return r
 
 
+def phases(root: Path, out_dir: Path, size, log) -> dict:
+    """Each collector's ``acquire`` alone, wall and CPU s (bench/phases.py, one child)."""
+    log(f"[{size.name}] collect phases (each collector's acquire alone)")
+    ph = subprocess.run([PY, str(HERE / "phases.py"), str(root), str(out_dir / "phases-bundle")], cwd=PROJECT,
+                        capture_output=True, text=True)
+    try:
+        return json.loads(ph.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": ph.stderr[-800:]}
+
+
 def _plaso_events(text: str):
     try:
         d = json.loads(text)
@@ -264,37 +313,35 @@ def _plaso_events(text: str):
 
 
 def profile(size, root, info, out_dir, log) -> dict:
-    """py-spy over one collect and one analyze (flame graph SVGs and raw stacks under bench/.cache)."""
-    venv = CACHE / "venv-prof"
-    spy = Path(shutil.which("py-spy") or venv / "bin" / "py-spy")
-    if not spy.exists():
-        subprocess.run([PY, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "py-spy"], check=False)
-    if not spy.exists():
-        log("py-spy could not be installed; no profile")
-        return {}
+    """Profiles of one collect and one analyze under bench/.cache: py-spy's flame graph SVG and raw
+    stacks when py-spy is on PATH or in bench/.cache/venv-prof, else bench/sample.py's raw stacks
+    (a SIGPROF sampler in the child; nothing is installed). bench/profile_summary.py reads the raw ones."""
+    spy = shutil.which("py-spy") or (CACHE / "venv-prof" / "bin" / "py-spy")
+    spy = Path(spy) if Path(spy).exists() else None
     res = {}
-    for what, cmd in (("collect", [PY, "-m", "forensics.ops.cli", "-q", "collect", "--root", str(root), "--out",
-                                    str(out_dir / "bundle-prof"), "--incident", info["incident"]]),
-                      ("analyze", [PY, "-m", "forensics.ops.cli", "-q", "analyze", str(out_dir / "bundle-0"),
-                                   "--json", str(out_dir / "prof.json"), "--html", str(out_dir / "prof.html"),
-                                   "--markdown", str(out_dir / "prof.md")])):
-        for fmt, ext in (("raw", "txt"), ("flamegraph", "svg")):
+    for what, args in (("collect", ["-q", "collect", "--root", str(root), "--out", str(out_dir / "bundle-prof"),
+                                    "--incident", info["incident"]]),
+                       ("analyze", ["-q", "analyze", str(out_dir / "bundle-0"), "--json", str(out_dir / "prof.json"),
+                                    "--html", str(out_dir / "prof.html"), "--markdown", str(out_dir / "prof.md")])):
+        kinds = (("raw", "txt"), ("flamegraph", "svg")) if spy else (("raw", "txt"),)
+        for fmt, ext in kinds:
             dst = CACHE / f"profile-{what}-{size.name}.{ext}"
             shutil.rmtree(out_dir / "bundle-prof", ignore_errors=True)
-            subprocess.run([str(spy), "record", "-r", "250", "-f", fmt, "-o", str(dst), "--", *cmd], cwd=PROJECT,
-                           capture_output=True)
+            cmd = ([str(spy), "record", "-r", "250", "-f", fmt, "-o", str(dst), "--", PY, "-m", "forensics.ops.cli"]
+                   if spy else [PY, str(HERE / "sample.py"), "-o", str(dst), "-m", "forensics.ops.cli"])
+            subprocess.run([*cmd, *args], cwd=PROJECT, capture_output=True)
             res[f"{what}_{fmt}"] = str(dst)
-        log(f"profile of {what} {size.name}: {res.get(what + '_flamegraph')}")
+        log(f"profile of {what} {size.name}: {res.get(what + '_flamegraph') or res.get(what + '_raw')}")
     return res
 
 
 # -- report ------------------------------------------------------------------------------------------------
 def fmt_run(m) -> str:
     if not m:
-        return "not run (not installed, or --no-plaso / --no-dissect)"
+        return "not run (not installed, or --no-plaso / --no-dissect) | | | "
     t = f"{m['wall_s']:.2f}" + (" (timeout)" if m.get("timed_out") else "")
-    return f"{t} | {m['cpu_s']:.2f} | {m['rss_mb']:.0f} ({m['anon_mb']:.0f} / {m['file_mb']:.0f})"
+    v = "" if "verdict_s" not in m else "none printed" if m["verdict_s"] is None else f"{m['verdict_s']:.2f}"
+    return f"{t} | {v} | {m['cpu_s']:.2f} | {m['rss_mb']:.0f} ({m['anon_mb']:.0f} / {m['file_mb']:.0f})"
 
 
 def ratio(a, b) -> str:
@@ -305,13 +352,15 @@ def ratio(a, b) -> str:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| size | what | wall s | CPU s | peak RSS MB (anon / file, main process) | entries/s | ratio to collect (wall) |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| size | what | wall s | time to verdict s | CPU s | peak RSS MB (anon / file, main process) | entries/s "
+             "| ratio to collect (wall) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         c = r["collect"]
         inp = r["input"]
         rows = [("gpu-forensics collect", c, f"{c['entries_per_s']:,.0f}", "1.00x"),
-                ("gpu-forensics analyze", r["analyze"], "", ratio(r["analyze"], c)),
+                ("gpu-forensics analyze (JSON, Markdown, HTML with chart)", r["analyze"], "", ratio(r["analyze"], c)),
+                ("gpu-forensics run (collect, analyze, three reports)", r["run"], "", ratio(r["run"], c)),
                 (f"journalctl -D, collector's matches ({r['journalctl_matches'].get('entries', '?'):,} entries), -o export",
                  r["journalctl_matches"], f"{inp['journal_entries'] / r['journalctl_matches']['wall_s']:,.0f}",
                  ratio(r["journalctl_matches"], c)),
@@ -365,7 +414,41 @@ def goals(results: list[dict]) -> list[tuple[str, bool | None, str]]:
             out.append((f"{L['input']['containers']} containers < 5 s (probe off)", cont["wall_s"] < 5,
                         f"{cont['wall_s']:.2f} s"))
         out.append(("L analyze < 5 s", L["analyze"]["wall_s"] < 5, f"{L['analyze']['wall_s']:.2f} s"))
+    out += run_goals(L, S)
     return out
+
+
+#: issue 18's goals: run <= 10 s and <= 0.6x journalctl's full export; run and analyze under 100 MB, flat
+RUN_LIMIT_S, RUN_JOURNALCTL, RSS_LIMIT_MB, FLAT = 10.0, 0.6, 100, 0.15
+
+
+def run_goals(L: dict | None, S: dict | None) -> list[tuple[str, bool | None, str]]:
+    """The goal rows of issue 18 (``None``: not measured in this run)."""
+    out = []
+    if L:
+        run = L["run"]
+        out.append((f"L run <= {RUN_LIMIT_S:.0f} s", run["wall_s"] <= RUN_LIMIT_S,
+                    f"{run['wall_s']:.2f} s (verdict printed at {_secs(run.get('verdict_s'))})"))
+    for r in (L, S):
+        if r:
+            run, ja = r["run"], r["journalctl_all"]
+            out.append((f"{r['size']} run <= {RUN_JOURNALCTL}x journalctl -D DIR -o export",
+                        run["wall_s"] <= RUN_JOURNALCTL * ja["wall_s"],
+                        f"{run['wall_s']:.2f} s vs {RUN_JOURNALCTL} x {ja['wall_s']:.2f} s = "
+                        f"{RUN_JOURNALCTL * ja['wall_s']:.2f} s ({run['wall_s'] / ja['wall_s']:.2f}x)"))
+    for what in ("run", "analyze"):
+        if L:
+            m = L[what]
+            out.append((f"L {what} peak RSS < {RSS_LIMIT_MB} MB", m["rss_mb"] < RSS_LIMIT_MB, f"{m['rss_mb']:.0f} MB"))
+        if L and S:
+            a, b = S[what]["rss_mb"], L[what]["rss_mb"]
+            out.append((f"{what} peak RSS flat S -> L (within {FLAT:.0%})", abs(b - a) / a <= FLAT,
+                        f"S {a:.0f} MB, L {b:.0f} MB ({(b - a) / a:+.0%})"))
+    return out
+
+
+def _secs(v) -> str:
+    return "-" if v is None else f"{v:.2f} s"
 
 
 def machine() -> str:
@@ -391,8 +474,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-plaso", action="store_true")
     ap.add_argument("--no-dissect", action="store_true")
     ap.add_argument("--plaso-timeout", type=int, default=900, help="seconds for each plaso / dissect run")
-    ap.add_argument("--profile", action="store_true", help="also record py-spy profiles of collect and analyze")
+    ap.add_argument("--profile", action="store_true", help="also record profiles of collect and analyze (py-spy, else bench/sample.py)")
     ap.add_argument("--build-only", action="store_true", help="build the cached inputs and anchors, measure nothing")
+    ap.add_argument("--no-phases", action="store_true", help="skip the per-collector phases (bench/phases.py)")
     args = ap.parse_args(argv)
     CACHE.mkdir(parents=True, exist_ok=True)
 
@@ -443,7 +527,7 @@ def main(argv=None) -> int:
         print(f"  [{'met' if met else 'NOT MET' if met is False else 'n/a'}] {name}: {detail}")
         ok = ok and met is not False
     for r in results:
-        for k in ("collect", "analyze"):
+        for k in ("collect", "analyze", "run"):
             if r[k].get("rc") not in (0, 1):
                 print(f"  warning: {r['size']} {k} exited {r[k]['rc']}: {r[k].get('stderr', '')[-400:]}")
     print(f"\n(figures move with machine load; medians of {args.repeat} runs, warm page cache; "

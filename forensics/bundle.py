@@ -29,8 +29,8 @@ from typing import Iterator
 
 from . import __version__, hostfs, output, tailcopy
 from .artifact import Artifact, Status, from_oserror
-from .bundle_open import (MAX_MANIFEST, BundleError, check_manifest, invalid, open_regular, plain, read_bounded,
-                          scan_tree, shown, unpack)
+from .bundle_open import (MAX_MANIFEST, BundleError, DirWalk, check_manifest, invalid, plain, read_bounded, scan_tree,
+                          sha256_fd, shown, unpack)
 from .output import INCOMPLETE, BundleWriteError
 from .output import canonical_pieces as _canonical_pieces
 
@@ -425,25 +425,22 @@ def verify(path: "str | os.PathLike | Bundle") -> list[str]:
     if b.manifest.get("self_sha256") != canonical_sha256(b.manifest):
         problems.append("manifest: manifest.json was changed after collection (self_sha256 mismatch)")
     listed = set()
-    for a in b.artifacts():
-        if not a.path:
-            continue
-        listed.add(_safe_rel(a.path))
-        try:
-            fd = open_regular(b.root, _safe_rel(a.path))
-        except OSError as e:
-            special = f"not a regular file: {plain(a.path)} ("
-            if e.errno in (errno.ENOENT, errno.ENOTDIR):
-                problems.append(f"removed: {plain(a.path)}")
-            elif not any(p.startswith(special) for p in b.problems):  # listed once, by the walk
-                problems.append(f"{special}{e.strerror})")
-            continue
-        h = hashlib.sha256()
-        with os.fdopen(fd, "rb") as fh:
-            for chunk in iter(lambda: fh.read(CHUNK), b""):
-                h.update(chunk)
-        if h.hexdigest() != a.sha256:
-            problems.append(f"changed: {plain(a.path)}")
+    with DirWalk(b.root) as walk:
+        for a in b.artifacts():
+            if not a.path:
+                continue
+            listed.add(_safe_rel(a.path))
+            try:
+                fd = walk.open(_safe_rel(a.path))
+            except OSError as e:
+                special = f"not a regular file: {plain(a.path)} ("
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    problems.append(f"removed: {plain(a.path)}")
+                elif not any(p.startswith(special) for p in b.problems):  # listed once, by the walk
+                    problems.append(f"{special}{e.strerror})")
+                continue
+            if sha256_fd(fd, CHUNK) != a.sha256:
+                problems.append(f"changed: {plain(a.path)}")
     for rel in b.files:
         if rel != MANIFEST and rel not in listed:
             problems.append(f"added: {plain(rel)}")

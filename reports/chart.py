@@ -14,7 +14,6 @@ escapes the text it keeps in comments, with math text off, so a requester named 
 """
 from __future__ import annotations
 
-import html
 import io
 import re
 from bisect import bisect_left, bisect_right
@@ -35,6 +34,7 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
 
 from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, place_rows, style  # noqa: E402
+from .svginline import inline  # noqa: E402
 
 FONT = 12          # points at the drawn width; A4 print scales the picture to ~80 %, so ~9.6 pt on paper
 SMALL = 10.5
@@ -83,7 +83,7 @@ def timeline_svg(a: dict, *, element_id: str = "timeline-chart") -> str:
     with matplotlib.rc_context(_RC):
         fig = _figure(a)
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    return _inline(buf.getvalue(), element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
+    return inline(buf.getvalue(), element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
 
 
 def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
@@ -426,24 +426,3 @@ def _day(t: datetime, ctx: _Ctx) -> str:
 
 def _stamp(t: datetime, ctx: _Ctx, seconds: bool = False) -> str:
     return t.astimezone(ctx.tz).strftime("%H:%M:%S" if seconds else "%Y-%m-%d %H:%M:%S")
-
-
-def _inline(svg: str, element_id: str, title: str) -> str:
-    """Make matplotlib's SVG document safe to paste into HTML: no prolog, doctype or metadata, ids
-    prefixed, the stroke style scoped to this picture, and a width that follows the container."""
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
-    p = re.sub(r"[^A-Za-z0-9_-]", "", element_id) or "chart"
-    svg = re.sub(r'\bid="', f'id="{p}-', svg)
-    svg = svg.replace('xlink:href="#', f'xlink:href="#{p}-').replace("url(#", f"url(#{p}-")
-    svg = svg.replace("*{stroke-linejoin", f"#{p} *{{stroke-linejoin", 1)
-    # clip ids hash unrounded bounds, which the layout moves in the last bits between runs: number them
-    clips: dict[str, str] = {}
-    svg = re.sub(rf"\b{p}-p[0-9a-f]{{10}}\b", lambda m: clips.setdefault(m.group(), f"{p}-clip{len(clips)}"), svg)
-    m = re.match(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
-    max_px = round(float(m.group(2)) * 4 / 3) if m else 1000
-    svg = re.sub(r'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'
-                 'display:block"', svg, count=1)
-    head = svg.index(">") + 1
-    return (svg[:4] + f' id="{p}" role="img" aria-label="{html.escape(title)}"' + svg[4:head]
-            + f"\n <title>{html.escape(title)}</title>" + svg[head:]).strip() + "\n"

@@ -59,14 +59,18 @@ def flag_clock_problems(events: list[Event], nf, collection: dict | None) -> Non
         collected = None
     boot = (nf.boot_id or "").replace("-", "").lower() if isinstance(nf.boot_id, str) else ""
     reload_times: dict[datetime, list[Event]] = {}
+    try:
+        early = nf.boot_time - BEFORE_BOOT if nf.boot_time else None
+    except OverflowError:  # a boot time within a minute of year 1: nothing can be dated before it
+        early = None
     for e in events:
         if collected and e.at > collected + AFTER_COLLECTION:
             _flag(e, "after-collection")
-        cursor = (e.evidence or {}).get("cursor")
-        m = _CURSOR_BOOT.search(cursor) if isinstance(cursor, str) else None
-        if (boot and nf.boot_time and m and m.group(1).replace("-", "").lower() == boot
-                and e.at < nf.boot_time - BEFORE_BOOT):
-            _flag(e, "before-boot")
+        if boot and early and e.at < early:  # the cursor is read only for an event that early
+            cursor = (e.evidence or {}).get("cursor")
+            m = _CURSOR_BOOT.search(cursor) if isinstance(cursor, str) else None
+            if m and m.group(1).replace("-", "").lower() == boot:
+                _flag(e, "before-boot")
         if e.kind == "journal.reload":
             reload_times.setdefault(e.at, []).append(e)
     for same in reload_times.values():
