@@ -1,5 +1,5 @@
 """The collector contract: how to add an evidence source. Read this module, then copy a small collector
-(``collectors/node.py``, ``collectors/kube.py``).
+(``collectors/node.py``, ``collectors/kube``).
 
 A collector is a module (or package) in ``collectors/`` listed once in ``collectors.COLLECTORS`` (in
 acquisition order). It defines four names:

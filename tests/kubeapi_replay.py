@@ -1,12 +1,13 @@
 """A loopback Kubernetes API server that replays answers, for kubectl gpu-forensics' tests.
 
 Plain HTTP on 127.0.0.1 (the official client is pointed at it with a kubeconfig written by
-:func:`kubeconfig`). Each route is ``"METHOD /path"`` (no query) with a list of answers served in
+:func:`kubeconfig`), or HTTPS with ``tls=`` a folder made by :func:`tls_files` (a throw-away CA and a
+server certificate for 127.0.0.1, as an API server's serving certificate has its service IP as a SAN). Each route is ``"METHOD /path"`` (no query) with a list of answers served in
 turn, the last one repeated; an answer is ``(HTTP status, body)`` where the body is a dict (JSON), a
 path of a fixture file (tests/fixtures/kubectl/, JSON in the API's shapes: Node, Job, PodList,
 ``Status``), bytes (``text/plain``, as ``pods/log`` answers) or a callable of the request giving
 such a pair. A route not listed is a 404 ``Status``, as the API server's. Every request is kept in
-``requests`` (method, path, query as a dict of lists, parsed JSON body).
+``requests`` (method, path, query as a dict of lists, parsed JSON body, the ``Authorization`` header).
 
 ``pods/exec`` is the websocket upgrade the API server speaks (RFC 6455 handshake; subprotocol
 ``v4.channel.k8s.io`` chosen from the client's offer by default): frames of one channel byte then data,
@@ -25,6 +26,8 @@ import hashlib
 import http.server
 import json
 import socket
+import ssl
+import subprocess
 import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -71,7 +74,7 @@ def exec_status(command: list[str], code: int) -> dict:
 class Replay:
     """The server; use as a context manager. ``url`` is its base URL."""
 
-    def __init__(self, routes: dict, exec_handler=None, protocol: str = "v4.channel.k8s.io"):
+    def __init__(self, routes: dict, exec_handler=None, protocol: str = "v4.channel.k8s.io", tls: Path | None = None):
         self.routes, self.protocol = {k: list(v) for k, v in routes.items()}, protocol
         self.exec_handler, self.requests, self.hits = exec_handler, [], {}
         replay = self
@@ -86,7 +89,8 @@ class Replay:
                 u = urlsplit(self.path)
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                req = {"method": method, "path": u.path, "query": parse_qs(u.query), "body": json.loads(raw) if raw else None}
+                req = {"method": method, "path": u.path, "query": parse_qs(u.query), "body": json.loads(raw) if raw else None,
+                       "authorization": self.headers.get("Authorization")}
                 replay.requests.append(req)
                 key = f"{method} {u.path}"
                 if self.headers.get("Upgrade", "").lower() == "websocket" and key not in replay.routes:
@@ -140,6 +144,9 @@ class Replay:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls:
+            self.url = "https" + self.url[4:]
+            serve_tls(self.server, tls)
 
     def answer(self, key: str, req: dict) -> tuple[int, object]:
         """The next answer of route ``key`` (the last one repeats), fixture files read, callables called."""
@@ -185,3 +192,47 @@ def free_port_closed() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+CA_EXT = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n"
+SERVER_EXT = ("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+              "extendedKeyUsage=serverAuth\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")
+
+
+def tls_files(folder: Path) -> Path:
+    """``folder`` with a throw-away CA (``ca.crt``, ``ca.key``) and a serving certificate for IP
+    127.0.0.1 signed by it (``server.crt``, ``server.key``), P-256 keys, valid two days, made by the
+    ``openssl`` command (``req`` and ``x509 -req``; extensions as a CA and a TLS server need them for
+    Python's and urllib3's verification). Raises ``subprocess.CalledProcessError``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ca.ext").write_text(CA_EXT)
+    (folder / "server.ext").write_text(SERVER_EXT)
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    openssl("req", *key, "-keyout", "ca.key", "-out", "ca.csr", "-subj", "/CN=replay-ca")
+    openssl("x509", "-req", "-in", "ca.csr", "-signkey", "ca.key", "-days", "2", "-extfile", "ca.ext", "-out", "ca.crt")
+    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+            "-extfile", "server.ext", "-out", "server.crt")
+    return folder
+
+
+def serve_tls(server: http.server.HTTPServer, folder: Path) -> None:
+    """Make ``server`` (bound, not yet serving) answer TLS with ``folder``'s ``server.crt`` / ``server.key``
+    (:func:`tls_files`)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(folder / "server.crt", folder / "server.key")
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+
+
+def service_account(folder: Path, ca: Path, token: str, namespace: str = "gpu-forensics") -> Path:
+    """``folder`` laid out as the kubelet mounts a pod's ServiceAccount volume
+    (/var/run/secrets/kubernetes.io/serviceaccount: ``token``, ``ca.crt``, ``namespace``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "token").write_text(token)
+    (folder / "ca.crt").write_bytes(ca.read_bytes())
+    (folder / "namespace").write_text(namespace)
+    return folder

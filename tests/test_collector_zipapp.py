@@ -4,7 +4,9 @@ python3-yaml: the standard library alone, which the test checks) on the sample n
 with the checkout's code, to the verdicts of a collection by the venv's code; its journal, read through
 the node's libsystemd.so.0 with ctypes (scripts/collector/systemd/journal.py), is byte for byte the one
 systemd-python reads from the same files. (systemd-python against the node's own ``journalctl``:
-tests/test_journal.py::test_journalctl_source_selects_the_same_entries.)
+tests/test_journal.py::test_journalctl_source_selects_the_same_entries.) ``collect --kube`` in a pod
+(the kubelet's service variables, a ServiceAccount folder) reads a loopback API server over HTTPS
+with the standard library alone (collectors/kube/transport.py), as the node image's Job runs it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from forensics.bundle import verify
+import kubeapi_replay as kr
+from collectors import kube
+from forensics.bundle import Bundle, verify
 from forensics.ops.cli import main
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -45,14 +49,14 @@ def bundles(tmp_path_factory):
 
 def test_the_node_python_has_none_of_the_libraries(bundles):
     r = subprocess.run([NODE_PYTHON, "-I", "-S", "-c", "import importlib.util as u; print([m for m in "
-                        "('systemd', 'yaml', 'dateutil', 'requests', 'jinja2', 'matplotlib') if u.find_spec(m)])"],
+                        "('systemd', 'yaml', 'dateutil', 'requests', 'jinja2', 'matplotlib', 'kubernetes') if u.find_spec(m)])"],
                        capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
     pyz = bundles[0]
     with zipfile.ZipFile(pyz) as z:
         names = z.namelist()
     assert "systemd/journal.py" in names and "yaml/loader.py" in names and "__main__.py" in names
-    assert not [n for n in names if n.endswith(".so") or n.startswith(("matplotlib/", "jinja2/", "pandas/"))]
+    assert not [n for n in names if n.endswith(".so") or n.startswith(("matplotlib/", "jinja2/", "pandas/", "kubernetes/"))]
     assert pyz.stat().st_size < 2_000_000
 
 
@@ -121,3 +125,45 @@ def test_zipapp_watch_follows_pid1s_reload_lines_through_the_nodes_libsystemd(bu
         rest = p.communicate()[0]
     assert line.split() == ["NOTIFY", "journal-reload", "journal", str(at.timestamp())], line + rest
     assert "NOTIFY" not in rest
+
+
+#: the zipapp's collect, run as a pod would run it, the ServiceAccount folder (argv[2]) in place of
+#: /var/run/secrets/kubernetes.io/serviceaccount (a test cannot write there)
+POD_MAIN = """import sys
+sys.path.insert(0, sys.argv[1])
+import collectors.kube.transport as kt
+from pathlib import Path
+kt.SERVICEACCOUNT = Path(sys.argv[2])
+from forensics.ops.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_zipapp_collects_kube_in_a_pod_with_the_standard_library_alone(bundles, tmp_path):
+    pyz = bundles[0]
+    token = "eyJhbGciOiJSUzI1NiJ9.zipapp-planted-90c4.c2ln"
+    tls = kr.tls_files(tmp_path / "tls")
+    sa = kr.service_account(tmp_path / "serviceaccount", tls / "ca.crt", token)
+    events = {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "48213392"}, "items": []}
+    routes = {"GET /api/v1/nodes/gpu-a100-007": [(200, "node.json")], "GET /api/v1/pods": [(200, "pods-running.json")],
+              "GET /api/v1/events": [(200, events)]}
+    with kr.Replay(routes, tls=tls) as srv:
+        env = {"PATH": "/usr/bin:/bin", "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               "KUBERNETES_SERVICE_PORT": srv.url.rpartition(":")[2]}
+        r = subprocess.run([NODE_PYTHON, "-I", "-S", "-c", POD_MAIN, str(pyz), str(sa), "-q", "collect", "--root",
+                            str(sample_build.ROOT), "--kube", "--node", "gpu-a100-007", "--out", str(tmp_path / "k")],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [(q["method"], q["path"], q["authorization"]) for q in srv.requests] == [
+        ("GET", p, f"Bearer {token}") for p in ("/api/v1/nodes/gpu-a100-007", "/api/v1/pods", "/api/v1/events")]
+    b = Bundle.open(tmp_path / "k")
+    assert verify(b) == []
+    assert json.loads(b.path("kube/node.json").read_text()) == kube.redact(kr.fixture("node.json"))
+    assert json.loads(b.path("kube/pods.json").read_text()) == kube.redact(kr.fixture("pods-running.json"))
+    reqs = json.loads(b.path("kube/requests.json").read_text())
+    assert [(q["status"], q["error"]) for q in reqs] == [(200, None)] * 3
+    assert [a.source for a in b.find("kube/requests.json")] == [srv.url]
+    s = kube.summary(b)
+    assert s["node"]["gpu"] == {"capacity": 8, "allocatable": 8} and s["errors"] == []
+    raw = b"".join(p.read_bytes() for p in b.root.rglob("*") if p.is_file())
+    assert b"zipapp-planted-90c4" not in raw and "zipapp-planted-90c4" not in r.stdout + r.stderr

@@ -1,4 +1,4 @@
-"""collectors/kube.py: the cluster-side context of ``--kube``.
+"""collectors/kube (and collectors/kube/transport.py): the cluster-side context of ``--kube``.
 
 There is no cluster here. The answers below have the shape the API server returns (Kubernetes API
 reference v1.29-v1.31: Node, PodList, DaemonSet apps/v1, EventList core/v1, as ``kubectl get -o json``
@@ -6,13 +6,17 @@ prints them, managedFields and all); the device plugin's DaemonSet is NVIDIA's u
 manifest (NVIDIA/k8s-device-plugin deployments/static/nvidia-device-plugin.yml, v0.17.1) as the API
 server stores it, with the env a Helm install adds. Acquisition is run for real against no cluster
 (no configuration; a refused connection), and once against a loopback server that replays these
-answers, so the real client's requests are checked too; no HTTP library is mocked.
+answers, so the real client's requests are checked too; no HTTP library is mocked. The same
+server answers over HTTPS (a CA made by ``openssl``, tests/kubeapi_replay.py) to the stdlib transport
+of a pod (the kubelet's service variables, a ServiceAccount folder): its bundle files are those of the
+client path byte for byte, with the ``kubernetes`` package made unimportable while it runs.
 """
 from __future__ import annotations
 
 import copy
 import http.server
 import json
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +24,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+import kubeapi_replay as kr
 from collectors import kube
+from collectors.kube import transport as kt
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext, HostFacts
 from forensics.events import NodeFacts
@@ -343,13 +349,19 @@ def test_acquire_against_a_refused_connection_records_each_request(tmp_path):
 
 
 class _Replay(http.server.BaseHTTPRequestHandler):
-    """Answers GETs with the recorded answers above; any other verb is refused and remembered."""
+    """Answers GETs with the recorded answers above; any other verb is refused and remembered.
+    ``on_get(count of GETs so far)`` runs before each answer; with ``echo_auth`` the 403 echoes the
+    request's ``Authorization`` header (a hostile server)."""
     seen: list = []
+    on_get = None
+    echo_auth = False
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         u = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(u.query).items()}
         self.seen.append(("GET", u.path, q, self.headers.get("Authorization")))
+        if self.on_get:
+            type(self).on_get(len(self.seen))
         fs = q.get("fieldSelector", "")
         body, code = None, 200
         if u.path == f"/api/v1/nodes/{NODE_NAME}":
@@ -364,7 +376,8 @@ class _Replay(http.server.BaseHTTPRequestHandler):
             body = {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []}
         elif u.path == "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin-daemonset":
             body, code = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
-                          "message": 'daemonsets.apps "nvidia-device-plugin-daemonset" is forbidden'}, 403
+                          "message": 'daemonsets.apps "nvidia-device-plugin-daemonset" is forbidden'
+                          + (f" (sent: Authorization: {self.headers.get('Authorization')})" if self.echo_auth else "")}, 403
         else:
             body, code = {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}, 404
         data = json.dumps(body).encode()
@@ -385,13 +398,20 @@ class _Replay(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def replay():
-    _Replay.seen = []
+def _serve(tls: Path | None = None):
+    _Replay.seen, _Replay.on_get, _Replay.echo_auth = [], None, False
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
+    if tls:
+        kr.serve_tls(srv, tls)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    return srv, f"{'https' if tls else 'http'}://127.0.0.1:{srv.server_address[1]}"
+
+
+@pytest.fixture
+def replay():
+    srv, url = _serve()
+    yield url
     srv.shutdown()
     srv.server_close()
 
@@ -428,3 +448,153 @@ def test_a_spent_time_budget_asks_nothing_more(tmp_path, replay):
     kube.acquire(ctx)
     assert _Replay.seen == []
     assert [a.status.value for a in w.artifacts if a.path is None] == ["truncated"] * 3
+
+
+# -- in a pod: the stdlib transport (collectors/kube/transport.py) ----------------------------------
+SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.sa-token-planted-71d2.c2lnbmF0dXJl"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    """A throw-away CA and a serving certificate for 127.0.0.1 (openssl)."""
+    return kr.tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def replay_tls(tls):
+    srv, url = _serve(tls)
+    yield url
+    srv.shutdown()
+    srv.server_close()
+
+
+def _pod_env(monkeypatch, tmp_path, url, ca: Path, token=SA_TOKEN) -> Path:
+    """This process as a pod: the kubelet's service variables for ``url`` and a ServiceAccount folder."""
+    port = urlsplit(url).port
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+    sa = kr.service_account(tmp_path / "serviceaccount", ca, token)
+    monkeypatch.setattr(kt, "SERVICEACCOUNT", sa)
+    return sa
+
+
+def _no_client(monkeypatch):
+    """``import kubernetes`` fails from here on, as on the node image's python3 (ModuleNotFoundError)."""
+    for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+
+
+def _kube_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "kube").rglob("*")) if p.is_file()}
+
+
+def _records(w) -> list[dict]:
+    return [a.to_json() for a in w.artifacts if a.path != "kube/requests.json"]
+
+
+def test_in_a_pod_the_stdlib_gives_the_client_paths_files_byte_for_byte(tmp_path, replay_tls, tls, monkeypatch):
+    kc = _kubeconfig(tmp_path, replay_tls)
+    kc.write_text(kc.read_text().replace(f"server: {replay_tls}",
+                                         f"server: {replay_tls}\n    certificate-authority: {tls / 'ca.crt'}"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    ctx, client_w = _ctx(tmp_path, "client", kube=True, kubeconfig=str(kc))
+    kube.acquire(ctx)
+    client_seen, _Replay.seen = list(_Replay.seen), []
+    assert {auth for *_, auth in client_seen} == {"Bearer token-planted-3f9c"}  # the client, from the kubeconfig
+
+    _pod_env(monkeypatch, tmp_path, replay_tls, tls / "ca.crt")
+    _no_client(monkeypatch)
+    ctx, pod_w = _ctx(tmp_path, "pod", kube=True)
+    kube.acquire(ctx)
+    assert {auth for *_, auth in _Replay.seen} == {f"Bearer {SA_TOKEN}"}
+    assert [(p, q) for _, p, q, _ in _Replay.seen] == [(p, q) for _, p, q, _ in client_seen]
+    assert len(_Replay.seen) == 6  # node, pods, node events, 2 pods' events, the plugin's DaemonSet
+    for w in (client_w, pod_w):
+        w.finish()
+    client_files, pod_files = _kube_files(tmp_path / "client"), _kube_files(tmp_path / "pod")
+    assert sorted(pod_files) == ["kube/events/kube-system/nvidia-device-plugin-daemonset-x7k2p.json",
+                                 "kube/events/ml/trainer-7.json", "kube/events/node.json", "kube/node.json",
+                                 "kube/pods.json", "kube/requests.json"]
+    assert {k: v for k, v in pod_files.items() if k != "kube/requests.json"} == \
+        {k: v for k, v in client_files.items() if k != "kube/requests.json"}
+    assert _records(pod_w) == _records(client_w)  # sources, hashes, the 403's message, notes
+    reqs = [json.loads(f["kube/requests.json"]) for f in (client_files, pod_files)]
+    assert [[{k: v for k, v in r.items() if k != "seconds"} for r in rs] for rs in reqs][0] == \
+        [{k: v for k, v in r.items() if k != "seconds"} for r in reqs[1]]
+    assert [r["status"] for r in reqs[1]] == [200, 200, 200, 200, 200, 403]
+    assert [a.source for a in pod_w.artifacts if a.path == "kube/requests.json"] == [replay_tls]
+    b = Bundle.open(tmp_path / "pod")
+    assert kube.summary(b)["gpu_pods"][0]["containers"][0]["last_terminated"]["exit_code"] == 1
+    raw = b"".join(p.read_bytes() for p in b.root.rglob("*") if p.is_file())
+    assert SA_TOKEN.encode() not in raw and b"sa-token-planted-71d2" not in raw and b"wandb-planted-4c1e" not in raw
+
+
+def test_in_a_pod_the_token_is_reread_and_kept_out_of_messages(tmp_path, replay_tls, tls, monkeypatch):
+    sa = _pod_env(monkeypatch, tmp_path, replay_tls, tls / "ca.crt")
+    rotated = "eyJhbGciOiJSUzI1NiJ9.rotated-planted-5e0b.c2ln"
+    _Replay.on_get = lambda n: (sa / "token").write_text(rotated) if n == 2 else None  # the kubelet rotates it
+    _Replay.echo_auth = True
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    w.finish()
+    auths = [auth for *_, auth in _Replay.seen]
+    assert auths[:2] == [f"Bearer {SA_TOKEN}"] * 2 and set(auths[2:]) == {f"Bearer {rotated}"}
+    forbidden = [a for a in w.artifacts if a.status.value == "error"]
+    assert len(forbidden) == 1 and "HTTP 403" in forbidden[0].message
+    assert "(sent: Authorization: Bearer <redacted>)" in forbidden[0].message
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert b"rotated-planted-5e0b" not in raw and b"sa-token-planted-71d2" not in raw
+
+
+def test_in_a_pod_the_api_servers_certificate_is_verified(tmp_path, replay_tls, monkeypatch):
+    other = kr.tls_files(tmp_path / "other-ca")  # a CA that did not sign the server's certificate
+    _pod_env(monkeypatch, tmp_path, replay_tls, other / "ca.crt")
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    errors = [a for a in w.artifacts if a.status.value == "error"]
+    assert _Replay.seen == []  # no request got through the handshake
+    assert len(errors) == 3 and all(a.message.startswith("SSLCertVerificationError") for a in errors)
+    assert all("certificate verify failed" in a.message for a in errors)
+
+
+def test_in_a_pod_a_refused_connection_and_an_oversized_answer_are_errors(tmp_path, replay_tls, tls, monkeypatch):
+    _pod_env(monkeypatch, tmp_path, f"https://127.0.0.1:{kr.free_port_closed()}", tls / "ca.crt")
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    assert [a.message for a in w.artifacts if a.status.value == "error"] == \
+        ["ConnectionRefusedError: [Errno 111] Connection refused"] * 3
+    _pod_env(monkeypatch, tmp_path, replay_tls, tls / "ca.crt")
+    monkeypatch.setattr(kube, "MAX_ANSWER", 2048)  # the Node and PodList are larger, the EventList smaller
+    ctx, w = _ctx(tmp_path, "b2", kube=True)
+    kube.acquire(ctx)
+    over = [a.source for a in w.artifacts if a.status.value == "error" and "answer over 2048 bytes" in a.message]
+    assert over == [f"GET /api/v1/nodes/{NODE_NAME}", f"GET /api/v1/pods?fieldSelector=spec.nodeName={NODE_NAME}"
+                    "&resourceVersion=0"]
+    assert "kube/events/node.json" in {a.path for a in w.artifacts}
+
+
+def test_without_the_client_and_outside_a_pod_one_error_says_what_is_needed(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    _no_client(monkeypatch)
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    assert [(a.source, a.status.value) for a in w.artifacts] == [("kube:config", "error")]
+    msg = w.artifacts[0].message
+    assert msg.startswith("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST is not set)")
+    assert "in-cluster ServiceAccount credentials" in msg and "pip install 'gpu-forensics[kube]'" in msg
+    ctx, w = _ctx(tmp_path, "b2", kube=True, kubeconfig=str(_kubeconfig(tmp_path, "https://127.0.0.1:1")))
+    kube.acquire(ctx)
+    assert w.artifacts[0].message.startswith(f"no Kubernetes configuration: --kubeconfig {tmp_path / 'kubeconfig'};")
+
+
+def test_in_a_pod_without_a_mounted_token_the_error_names_it(tmp_path, tls, monkeypatch):
+    sa = _pod_env(monkeypatch, tmp_path, "https://127.0.0.1:1", tls / "ca.crt")
+    (sa / "token").unlink()
+    _no_client(monkeypatch)
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    assert [(a.source, a.status.value) for a in w.artifacts] == [("kube:config", "error")]
+    assert w.artifacts[0].message == (f"in a pod (KUBERNETES_SERVICE_HOST is set) but token missing in {sa} "
+                                      "(automountServiceAccountToken: false?): --kube needs the ServiceAccount "
+                                      "token mounted")

@@ -1,7 +1,9 @@
 """Cluster-side context (opt-in ``--kube``): what the Kubernetes API server knows about this node.
 
-With the official Python client (``kubernetes``), in-cluster (the pod's ServiceAccount) or from a
-kubeconfig (``--kubeconfig``, else ``$KUBECONFIG`` / ``~/.kube/config``), and with ``GET`` only
+In a pod, with its ServiceAccount over the standard library alone (the node image and the
+single-file collector have no ``kubernetes`` package); out of one, with the official Python client
+(``kubernetes``) from a kubeconfig (``--kubeconfig``, else ``$KUBECONFIG`` / ``~/.kube/config``):
+:mod:`collectors.kube.transport`. Both give the same bundle files for the same answers. ``GET`` only
 (the RBAC in deploy/ grants ``get``/``list`` on nodes, pods, daemonsets and events, nothing else):
 
 - ``GET /api/v1/nodes/<node>``: capacity and allocatable (``nvidia.com/gpu``), conditions, labels;
@@ -14,7 +16,8 @@ kubeconfig (``--kubeconfig``, else ``$KUBECONFIG`` / ``~/.kube/config``), and wi
   for the node, each GPU pod and the device plugin pod; :func:`read` keeps the last hour before collection.
 
 Lists are asked with ``resourceVersion=0``, so the API server answers from its watch cache instead of
-etcd. Requests are spaced by at least ``1/QPS`` seconds; each has a connect and read timeout.
+etcd. Requests are spaced by at least ``1/QPS`` seconds; each has a connect and read timeout, and
+an answer over :data:`MAX_ANSWER` bytes is not stored. The bearer token is in no file and no message.
 
 Bundle files (the API's JSON answers, as returned, except that ``metadata.managedFields`` is dropped
 and, as for container specs (forensics/redact.py), env values outside the allowlist,
@@ -42,8 +45,11 @@ from forensics.timeutil import iso_z, parse_iso
 
 from forensics import redact as rd
 
+import collectors.kube.transport as kt
+
 QPS = 5.0                         #: requests per second at most, from one collector
 TIMEOUT = (5.0, 20.0)             #: (connect, read) seconds per request
+MAX_ANSWER = 64 << 20             #: bytes of one answer at most (a PodList of 250 pods is a few MiB)
 EVENTS_SINCE = timedelta(hours=1)
 GPU_PREFIX = "nvidia.com/"        #: extended resources counted as GPUs (nvidia.com/gpu, nvidia.com/mig-*)
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
@@ -71,13 +77,15 @@ OPTIONS = [KUBE, KUBECONFIG]
 def acquire(ctx: CollectContext) -> None:
     """Read the node, its GPU pods, the device plugin DaemonSet and recent events into ``kube/``.
 
-    Does nothing unless :data:`KUBE` (``--kube``). :data:`KUBECONFIG` names a
-    kubeconfig; without one the in-cluster ServiceAccount is tried, then the default kubeconfig.
-    The node name is ``--node`` (``ctx.node.hostname_override``), else ``$NODE_NAME`` (the Downward
-    API in deploy/), else the host name. Answers are redacted unless ``ctx.redact`` is false
-    (``--no-redact``); once ``ctx.expired()`` (``--time-budget``) the remaining requests are recorded
-    as truncated. A configuration that cannot be loaded, or an answer that is not 2xx, is an ``error``
-    artifact; this never raises for an unreachable or refusing API server.
+    Does nothing unless :data:`KUBE` (``--kube``). :data:`KUBECONFIG` names a kubeconfig; without
+    one, in a pod, its ServiceAccount (standard library only), else the client's default kubeconfig
+    (:func:`collectors.kube.transport.connect`). The node name is ``--node``
+    (``ctx.node.hostname_override``), else ``$NODE_NAME`` (the Downward API in deploy/), else the host
+    name. Answers are redacted unless ``ctx.redact`` is false (``--no-redact``); once ``ctx.expired()``
+    (``--time-budget``) the remaining requests are recorded as truncated. No usable configuration
+    (no pod, no client for a kubeconfig, a kubeconfig that cannot be loaded) is one ``kube:config``
+    ``error`` artifact saying what is missing; an answer that is not 2xx is an ``error`` artifact; this
+    never raises for an unreachable or refusing API server.
     """
     if not ctx.value(KUBE):
         return
@@ -87,8 +95,11 @@ def acquire(ctx: CollectContext) -> None:
                                    message="the Kubernetes node name is unknown (no --node, $NODE_NAME or host name)"))
         return
     try:
-        api = _client(ctx.value(KUBECONFIG))
-    except Exception as e:  # noqa: BLE001 - ConfigException, OSError, YAML errors: all recorded
+        api = kt.connect(ctx.value(KUBECONFIG))
+    except kt.ConfigError as e:
+        ctx.writer.record(Artifact(None, "kube:config", Status.ERROR, "kube-api", message=str(e)))
+        return
+    except Exception as e:  # noqa: BLE001 - ConfigException, OSError, ssl and YAML errors: all recorded
         ctx.writer.record(Artifact(None, "kube:config", Status.ERROR, "kube-api",
                                    message=f"no Kubernetes client configuration: {type(e).__name__}: {e}"))
         return
@@ -119,28 +130,16 @@ def _acquire(s: "_Session", node: str) -> None:
         s.get(f"kube/daemonsets/{ns}/{name}.json", f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}")
 
 
-def _client(kubeconfig: str | None):
-    """An ``ApiClient`` from ``kubeconfig``, else in-cluster, else the default kubeconfig. Raises
-    ``kubernetes.config.ConfigException`` (or ``OSError``) when none can be loaded."""
-    from kubernetes import client, config
-    cfg = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=cfg)
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=cfg)
-    cfg.retries = 1
-    return client.ApiClient(cfg)
-
-
 class _Session:
     """GET only, spaced by 1/QPS, every answer stored redacted and every request logged."""
 
     def __init__(self, ctx, api):
         self.ctx, self.api, self.log, self.last = ctx, api, [], 0.0
-        self.host = api.configuration.host
+        self.host = api.host
+
+    def _error(self, source: str, rec: dict, message: str) -> None:
+        rec["error"] = rd.scrub(message, self.api.secrets())
+        self.ctx.writer.record(Artifact(None, source, Status.ERROR, "kube-api", message=rec["error"]))
 
     def get(self, rel: str, path: str, query: dict | None = None) -> dict | None:
         """The parsed answer (after redaction) or ``None``; stored at ``rel``, errors recorded."""
@@ -159,28 +158,24 @@ class _Session:
         source = f"GET {path}{source_q}"
         started = time.monotonic()
         try:
-            method, url, headers, _, _ = self.api.param_serialize(
-                "GET", path, query_params=list((query or {}).items()), header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"])
-            resp = self.api.call_api(method, url, header_params=headers, _request_timeout=TIMEOUT)
-            data = resp.read()
-            rec["status"] = resp.status
-        except Exception as e:  # noqa: BLE001 - urllib3 and ApiException alike: the API was not reached
-            rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            self.ctx.writer.record(Artifact(None, source, Status.ERROR, "kube-api", message=rec["error"]))
+            status, reason, data = self.api.get(path, query or {}, TIMEOUT, MAX_ANSWER)
+            rec["status"] = status
+        except Exception as e:  # noqa: BLE001 - OSError, ssl, http.client, urllib3, ApiException: not reached
+            self._error(source, rec, f"{type(e).__name__}: {str(e)[:300]}")
             return None
         finally:
             rec["seconds"] = round(time.monotonic() - started, 3)
-        if not 200 <= resp.status < 300:
-            rec["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip() + f": {data[:300].decode('utf-8', 'replace')}"
-            self.ctx.writer.record(Artifact(None, source, Status.ERROR, "kube-api", message=rec["error"]))
+        if not 200 <= status < 300:
+            self._error(source, rec, f"HTTP {status} {reason or ''}".strip() + f": {data[:300].decode('utf-8', 'replace')}")
+            return None
+        if len(data) > MAX_ANSWER:
+            self._error(source, rec, f"answer over {MAX_ANSWER} bytes: not stored")
             return None
         keep = not getattr(self.ctx, "redact", True)
         try:
             obj = json.loads(data) if keep else redact(json.loads(data))
         except ValueError as e:
-            rec["error"] = f"answer is not JSON: {e}"
-            self.ctx.writer.record(Artifact(None, source, Status.ERROR, "kube-api", message=rec["error"]))
+            self._error(source, rec, f"answer is not JSON: {e}")
             return None
         self.ctx.writer.write_json(rel, obj, source=source, method="kube-api",
                                    notes=("API answer as received (--no-redact)",) if keep else

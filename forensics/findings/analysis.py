@@ -327,7 +327,7 @@ def _metrics_summary(m: dict | None) -> dict:
 
 
 def _kube_summary(k: dict | None) -> dict:
-    """What the analysis keeps of the stored Kubernetes answers (``facts["kube"]`` of collectors/kube.py):
+    """What the analysis keeps of the stored Kubernetes answers (``facts["kube"]`` of collectors/kube):
     ``{"collected": True, "node": name | None, "labels": {label: value} | None (no Node answer),
     "device_plugin_images": [image] | None (no plugin DaemonSet answer)}``; ``{"collected": False}``
     without ``kube/`` answers. The labels name the node's pool in ``gpu-forensics fleet``."""

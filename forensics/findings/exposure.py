@@ -76,7 +76,7 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, en
     out = {"assessed": True, **node, "gpu_outside_spec": outside,
            "containers": rows, "unknown_containers": unknown,
            "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
-    out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube.py
+    out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube
     trap = driver_root_trap(runtime, dp, out["stack"])
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
