@@ -598,3 +598,15 @@ def test_in_a_pod_without_a_mounted_token_the_error_names_it(tmp_path, tls, monk
     assert w.artifacts[0].message == (f"in a pod (KUBERNETES_SERVICE_HOST is set) but token missing in {sa} "
                                       "(automountServiceAccountToken: false?): --kube needs the ServiceAccount "
                                       "token mounted")
+
+
+def test_a_token_file_that_cannot_be_a_header_is_refused_without_showing_it(tmp_path, tls, monkeypatch):
+    sa = _pod_env(monkeypatch, tmp_path, f"https://127.0.0.1:{kr.free_port_closed()}", tls / "ca.crt")
+    (sa / "token").write_text("planted-head-3a1c\nX-Injected: planted-tail-77e0\n")
+    ctx, w = _ctx(tmp_path, kube=True)
+    kube.acquire(ctx)
+    w.finish()
+    assert [a.message for a in w.artifacts if a.status.value == "error"] == \
+        [f"ConfigError: {sa / 'token'} holds characters a bearer token cannot have"] * 3
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert b"planted-head-3a1c" not in raw and b"planted-tail-77e0" not in raw

@@ -101,7 +101,7 @@ def acquire(ctx: CollectContext) -> None:
         return
     except Exception as e:  # noqa: BLE001 - ConfigException, OSError, ssl and YAML errors: all recorded
         ctx.writer.record(Artifact(None, "kube:config", Status.ERROR, "kube-api",
-                                   message=f"no Kubernetes client configuration: {type(e).__name__}: {e}"))
+                                   message=f"no Kubernetes configuration: {type(e).__name__}: {e}"))
         return
     s = _Session(ctx, api)
     try:

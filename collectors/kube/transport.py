@@ -119,6 +119,8 @@ class InCluster:
             token = f.read(TOKEN_MAX).decode("ascii", "replace").strip()
         if not token:
             raise ConfigError(f"{self._token_file} is empty")
+        if not (token.isascii() and token.isprintable()) or " " in token:  # never shown: it is the secret
+            raise ConfigError(f"{self._token_file} holds characters a bearer token cannot have")
         if token not in self._tokens:
             self._tokens.append(token)
         return token
