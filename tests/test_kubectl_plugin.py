@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -231,13 +232,26 @@ def test_a_bundle_that_does_not_verify_is_refused(tmp_path, capsys):
 
 
 def test_ctrl_c_while_waiting_still_deletes_the_job(tmp_path, capsys):
-    timer = threading.Timer(0.4, os.kill, (os.getpid(), signal.SIGINT))
+    # SIGINT once the plugin is in its wait (it has listed the pods twice), not after a fixed delay: on a
+    # loaded machine a fixed 0.4 s can come before the plugin is running; Python's own handler, whatever an
+    # earlier test left
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop = threading.Event()
+
+    def interrupt_when_waiting(srv):
+        while not stop.is_set():
+            if len(srv.seen("GET", PODS)) >= 2:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.02)
+
     with Replay(_base_routes(["pods-creating.json"])) as srv:
-        timer.start()
+        t = threading.Thread(target=interrupt_when_waiting, args=(srv,), daemon=True)
+        t.start()
         try:
-            rc = _run(srv, tmp_path, "--timeout", "30")
+            rc = _run(srv, tmp_path, "--timeout", "60")
         finally:
-            timer.cancel()
+            stop.set()
     assert rc == ka.EXIT_INTERRUPTED == 130
     assert "kubectl-gpu_forensics: interrupted" in capsys.readouterr().err
     assert _deleted(srv) == ["Background"]
