@@ -202,7 +202,9 @@ def _bomb(path: Path, header: bytes, data_mib: int, tail: bytes = b"") -> None:
 def _run_bounded(args: list[str], timeout: float = 120) -> tuple[int, str, int]:
     """The CLI in a child process (at most 3 GiB of address space); ``(exit code, stderr, peak RSS MiB)``."""
     code = ("import resource, sys\nfrom forensics.ops.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            # VmHWM: ru_maxrss survives execve(2), so it would be the forking pytest's peak
+            "hwm = [int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')][0]\n"
+            "print('PEAK_RSS_KIB', hwm, file=sys.stderr)\n"
             "sys.exit(rc)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
