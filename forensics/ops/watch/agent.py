@@ -76,6 +76,7 @@ class Agent:
         self.first_trigger: float | None = None
         self.last_trigger = 0.0
         self.in_reload = False
+        self.last_reload_end = 0.0  # unix s of the last end of reload D-Bus signalled
         self.reason = "start"
         self.runtime: dict | None = None  # runtime_config facts of the last sweep that read them
         self.runtime_age = 0
@@ -105,6 +106,11 @@ class Agent:
                 self.in_reload = True
             elif kind == "reload-end":
                 self.in_reload = False
+                self.last_reload_end = at
+            if kind.startswith("journal") and self.dbus and self.dbus.connected and at <= self.last_reload_end:
+                # PID 1 logged this reload as it started, and its end has come on D-Bus already: the sweep
+                # for it is armed or done (journald can hand the line over after that end: one storm, one sweep)
+                return
             now = time.monotonic()
             self.first_trigger = self.first_trigger or now
             # PID 1's journal line comes as the reload starts and systemd 252 logs no end: without the D-Bus
