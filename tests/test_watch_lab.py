@@ -76,13 +76,9 @@ while time.monotonic() < end + 20:
 """
 
 
-def _wait(pred, timeout: float, step: float = 0.1):
-    end = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
+def _wait(pred, timeout: float):
+    """syslab's poll, at the 0.1 s step these waits had (the agent's files and /metrics, not a lab shell)."""
+    return S._wait(pred, timeout, step=0.1)
 
 
 class Agent:
