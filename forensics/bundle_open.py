@@ -64,16 +64,8 @@ def open_regular(root: str | os.PathLike, rel: str) -> int:
     from ``root`` with ``O_NOFOLLOW`` (no link is followed anywhere below ``root``) and opening the
     last with ``O_NONBLOCK`` (a FIFO never blocks). Raises ``OSError`` (``ELOOP`` for a link,
     ``ENOTDIR``, ``ENOENT``, ...), and ``OSError(EINVAL)`` when the file is not a regular file."""
-    parts = [p for p in str(rel).split("/") if p]
-    fd = os.open(root, _ROOT)
-    try:
-        for part in parts[:-1]:
-            nxt = os.open(part, _DIR, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return _open_file(parts[-1], fd)
-    finally:
-        os.close(fd)
+    with DirWalk(root) as walk:
+        return walk.open(rel)
 
 
 _ROOT = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -100,11 +92,11 @@ def sha256_fd(fd: int, chunk: int) -> str:
 
 
 class DirWalk:
-    """:func:`open_regular` for many files of one bundle: the directories on the way to the last file
-    opened stay open, so that the next file of the same directory is one ``openat`` (``verify`` opens
-    thousands). Each directory is still reached from ``root`` one component at a time with
-    ``O_NOFOLLOW``, the same calls and errors as :func:`open_regular`. Only one chain of directories is
-    held (a few descriptors). Use as a context manager; :meth:`open` raises what :func:`open_regular` raises."""
+    """The component walk of :func:`open_regular`, for many files of one bundle: the directories on the
+    way to the last file opened stay open, so that the next file of the same directory is one ``openat``
+    (``verify`` opens thousands). Each directory is reached from ``root`` one component at a time with
+    ``O_NOFOLLOW``; only one chain of directories is held (a few descriptors). Use as a context manager;
+    :meth:`open` raises what :func:`open_regular` documents."""
 
     def __init__(self, root: str | os.PathLike):
         self.root, self.chain, self.root_fd = root, [], None  # chain: [(name, fd)] below root
