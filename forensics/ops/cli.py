@@ -399,5 +399,21 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def entry() -> None:
+    """The ``gpu-forensics`` console script (and ``python -m forensics.ops.cli``): :func:`main`, then
+    the process ends with its exit code without the interpreter's teardown. After a big bundle the heap
+    holds about a million objects in reference cycles (matplotlib's figure, the readings), and freeing
+    them one by one took 0.4-0.8 s on bench L for nothing: every file main writes is closed, and a
+    ``.tar.gz`` bundle's scratch directory removed, before it returns. Standard output and error are
+    flushed first; a reader that closed the pipe (``| head``) ends it quietly."""
+    rc = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            _quiet_stdout()
+    os._exit(rc if isinstance(rc, int) else EXIT_USAGE)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
