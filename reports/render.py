@@ -70,14 +70,56 @@ def html(a: dict) -> str:
     return "".join(_html_parts(a))
 
 
-def _html_parts(a: dict) -> Iterator[str]:
-    """:func:`html` piece by piece, as the template produces it (``write`` streams it to the file)."""
-    from .chart import timeline_svg  # matplotlib is imported only when a picture is drawn
+def _html_parts(a: dict, chart=None) -> Iterator[str]:
+    """:func:`html` piece by piece, as the template produces it (``write`` streams it to the file). With
+    ``chart`` (a :class:`reports.chartproc.ChartChild` drawing the picture in another process), the
+    part of the page after the picture is rendered while it is drawn, and held until it comes."""
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
-    # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
-    return _with_banner(_ENV.get_template("report.html.j2").generate(
-        a=a, timeline=shown, hidden=hidden, generated=_now(), chart=markupsafe.Markup(timeline_svg(a))), a)
+    if chart is None:
+        from .chart import timeline_svg  # matplotlib is imported only when a picture is drawn
+        # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
+        svg = markupsafe.Markup(timeline_svg(a))
+    else:
+        svg = _Pending()
+    parts = _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
+                                                          chart=svg)
+    return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a), a)
+
+
+class _Pending:
+    """The picture's place in the template until the child has drawn it: jinja's autoescape asks it for
+    its markup (``__html__``) once, where ``{{ chart }}`` stands, and gets :data:`_PLACE`."""
+
+    reached = False
+
+    def __html__(self) -> str:
+        self.reached = True
+        return _PLACE
+
+
+_PLACE = "<!--chart: drawn in another process-->"
+
+
+def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict) -> Iterator[str]:
+    """``parts`` with the picture from ``chart.svg(a)`` where :data:`_PLACE` is; what follows it is
+    rendered (kept in pieces of about 1 MB) before the picture is asked for."""
+    for chunk in parts:
+        if pending.reached and chunk == _PLACE:
+            break
+        yield chunk
+    else:  # a template without {{ chart }}
+        return
+    rest, piece, size = [], [], 0
+    for chunk in parts:
+        piece.append(chunk)
+        size += len(chunk)
+        if size >= 1 << 20:
+            rest.append("".join(piece))
+            piece, size = [], 0
+    rest.append("".join(piece))
+    yield chart.svg(a)
+    yield from rest
 
 
 #: ticket bodies beyond this many characters are shortened (about two screens; Jira's own field limit is
@@ -110,9 +152,10 @@ def _json_parts(a: dict) -> Iterator[str]:
 
 
 def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None,
-          flavor: str = "markdown") -> list[Path]:
+          flavor: str = "markdown", chart=None) -> list[Path]:
     """Write whichever outputs have a path (``md_path`` in ``flavor``, see :func:`markdown`); returns
-    the paths written. When the alert audit ran, the
+    the paths written. ``chart``: a started :class:`reports.chartproc.ChartChild`, which draws the
+    picture of report.html while the rest is rendered (without it, it is drawn here). When the alert audit ran, the
     suggested rules go beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready;
     ``promtool check rules`` accepts it)."""
     done = []
@@ -129,8 +172,10 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
     # rendering time, freeing nothing); what they leave in cycles is freed once it runs again
     enabled = gc.isenabled()
     gc.disable()
+    if chart is not None and html_path:
+        chart.send(a)  # the child draws while the page around the picture is rendered
     try:
-        for path, parts in ((html_path, _html_parts), (md_path, lambda a: [markdown(a, flavor)]),
+        for path, parts in ((html_path, lambda a: _html_parts(a, chart)), (md_path, lambda a: [markdown(a, flavor)]),
                             (json_path, _json_parts)):
             if path:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -178,6 +178,14 @@ def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     verdict lines are printed before the reports are rendered (with --quiet too), then the reports'
     paths when ``announce`` (``run`` names them once, in its summary). A report that cannot be written
     raises :class:`BundleWriteError` (exit 5, one line)."""
+    from reports.chartproc import ChartChild
+    # the picture's child is forked first (before any thread), to import matplotlib while this one reads
+    with ChartChild() as chart:
+        return _analyze(bundle_path, args, announce, chart)
+
+
+def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
+    """:func:`cmd_analyze`, with ``chart`` (a :class:`reports.chartproc.ChartChild`) drawing the picture."""
     from reports import render
     from .pipeline import analyze
     b = Bundle.open(bundle_path)
@@ -201,7 +209,7 @@ def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     sys.stdout.flush()
     html, md, js = paths = _report_paths(args, bundle_path)
     try:
-        written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"))
+        written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"), chart=chart)
     except OSError as e:  # the file, or a directory render.write makes for it
         bad = Path(e.filename or html)
         flag, path = next(((f, p) for f, p in zip(REPORT_FLAGS, paths) if bad in (p, *p.parents)), ("--html", html))

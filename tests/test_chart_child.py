@@ -1,0 +1,95 @@
+"""The timeline picture drawn in a forked child (reports/chartproc.py) is the picture drawn in-process,
+byte for byte, in report.html; and when there is no child, or it dies, the parent draws the same one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+
+import pytest
+
+from forensics.ops.cli import main
+from reports import render
+from reports.chart import timeline_svg
+from reports.chartproc import ChartChild, chart_input
+
+STAMP = re.compile(r"report generated \S+")  # the only part that moves between two renderings
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The embedded sample node, collected and analysed by ``demo`` (whose analyze forks the child)."""
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["-q", "demo", "--out", str(out)]) == 0
+    return out, json.loads((out / "analysis.json").read_text(encoding="utf-8"))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_the_demo_report_is_the_in_process_one(demo):
+    out, a = demo
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert STAMP.sub("", html) == STAMP.sub("", render.html(a))
+    assert html.count("<svg ") == 1 and '<svg id="timeline-chart" role="img"' in html
+    assert "<!--chart: drawn in another process-->" not in html
+
+
+def test_the_input_draws_the_same_picture_from_the_drawn_entries_only(demo):
+    _, a = demo
+    small = chart_input(a)
+    assert timeline_svg(small) == timeline_svg(a)
+    drawn = [e for e in a["timeline"] if not e["kind"].startswith("incident.")]
+    assert [e["at"] for e in small["timeline"]] == [e["at"] for e in drawn]
+    assert all(set(e) == ({"at", "kind", "attrs"} if e["kind"] in ("journal.reload", "container.probe")
+                          else {"at", "kind"}) for e in small["timeline"])
+
+
+def test_the_child_draws_and_is_reaped(demo, tmp_path):
+    _, a = demo
+    with ChartChild() as child:
+        pid = child.pid
+        assert pid and pid != os.getpid()
+        written = render.write(a, tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json", chart=child)
+        assert child.from_child and child.pid is None
+    assert [p.name for p in written] == ["gpu-alerts.rules.yml", "r.html", "r.md", "r.json"]
+    assert _gone(pid)
+    assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)
+
+
+def test_a_killed_child_leaves_the_parent_to_draw_the_same_picture(demo, tmp_path):
+    _, a = demo
+    child = ChartChild().start()
+    pid = child.pid
+    os.kill(pid, signal.SIGKILL)
+    try:
+        render.write(a, tmp_path / "r.html", None, None, chart=child)
+    finally:
+        child.close()
+    assert not child.from_child and _gone(pid)
+    assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
+
+
+def test_no_fork_while_another_thread_runs_and_a_child_never_sent_to_is_ended():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert ChartChild().start().pid is None  # a fork now could copy a lock that thread holds
+    finally:
+        stop.set()
+        t.join()
+    child = ChartChild().start()  # analyze of a tampered bundle: no report, the child ends with it
+    pid = child.pid
+    assert pid
+    child.close()
+    assert child.pid is None and _gone(pid)
