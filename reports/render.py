@@ -70,10 +70,11 @@ def html(a: dict) -> str:
     return "".join(_html_parts(a))
 
 
-def _html_parts(a: dict, chart=None) -> Iterator[str]:
+def _html_parts(a: dict, chart=None, meanwhile=None) -> Iterator[str]:
     """:func:`html` piece by piece, as the template produces it (``write`` streams it to the file). With
     ``chart`` (a :class:`reports.chartproc.ChartChild` drawing the picture in another process), the
-    part of the page after the picture is rendered while it is drawn, and held until it comes."""
+    part of the page after the picture is rendered while it is drawn, and held until it comes;
+    ``meanwhile()`` (if given) is called then, before the picture is asked for."""
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
     if chart is None:
@@ -84,7 +85,7 @@ def _html_parts(a: dict, chart=None) -> Iterator[str]:
         svg = _Pending()
     parts = _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
                                                           chart=svg)
-    return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a), a)
+    return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a, meanwhile), a)
 
 
 class _Pending:
@@ -101,7 +102,7 @@ class _Pending:
 _PLACE = "<!--chart: drawn in another process-->"
 
 
-def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict) -> Iterator[str]:
+def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None) -> Iterator[str]:
     """``parts`` with the picture from ``chart.svg(a)`` where :data:`_PLACE` is; what follows it is
     rendered (kept in pieces of about 1 MB) before the picture is asked for."""
     for chunk in parts:
@@ -118,6 +119,8 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict) -> Ite
             rest.append("".join(piece))
             piece, size = [], 0
     rest.append("".join(piece))
+    if meanwhile:
+        meanwhile()
     yield chart.svg(a)
     yield from rest
 
@@ -172,20 +175,44 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
     # rendering time, freeing nothing); what they leave in cycles is freed once it runs again
     enabled = gc.isenabled()
     gc.disable()
-    if chart is not None and html_path:
-        chart.send(a)  # the child draws while the page around the picture is rendered
     try:
-        for path, parts in ((html_path, lambda a: _html_parts(a, chart)), (md_path, lambda a: [markdown(a, flavor)]),
-                            (json_path, _json_parts)):
-            if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "w", encoding="utf-8") as f:
-                    f.writelines(parts(a))
-                done.append(Path(path))
+        others = [(Path(p), f) for p, f in ((md_path, lambda a: [markdown(a, flavor)]), (json_path, _json_parts)) if p]
+        if chart is None or not html_path:
+            for path, parts in ([(Path(html_path), _html_parts)] if html_path else []) + others:
+                _put(path, parts(a))
+                done.append(path)
+            return done
+        # with a child drawing the picture: report.md and analysis.json are written while it draws, once
+        # the rest of report.html is rendered. Their errors are raised after report.html is whole, an
+        # error of report.html's first
+        chart.send(a)
+        late: list[OSError] = []
+        called = []
+
+        def meanwhile() -> None:
+            called.append(True)
+            try:
+                for path, parts in others:
+                    _put(path, parts(a))
+            except OSError as e:
+                late.append(e)
+        _put(Path(html_path), _html_parts(a, chart, meanwhile))
+        if not called:
+            meanwhile()
+        if late:
+            raise late[0]
+        done += [Path(html_path)] + [path for path, _ in others]
     finally:
         if enabled:
             gc.enable()
     return done
+
+
+def _put(path: Path, parts) -> None:
+    """Write the text pieces ``parts`` to ``path`` (UTF-8), making its directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(parts)
 
 
 # -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------
@@ -213,6 +240,9 @@ def integrity_banner(a: dict, markdown: bool | str = False) -> str:
 def _with_banner(parts: Iterator[str], a: dict) -> Iterator[str]:
     """``parts`` of the HTML with :func:`integrity_banner` right after ``<body>``."""
     banner, head = integrity_banner(a), ""
+    if not banner:  # a verified bundle: the pieces as they come
+        yield from parts
+        return
     for chunk in parts:
         if banner and (i := (head := head + str(chunk)).find("<body>")) >= 0:  # str: Markup + str escapes
             yield head[:i + 6] + "\n" + banner + head[i + 6:]

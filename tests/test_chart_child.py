@@ -93,3 +93,14 @@ def test_no_fork_while_another_thread_runs_and_a_child_never_sent_to_is_ended():
     assert pid
     child.close()
     assert child.pid is None and _gone(pid)
+
+
+def test_an_unwritable_report_md_is_the_error_and_report_html_is_whole(demo, tmp_path):
+    _, a = demo
+    (tmp_path / "file").write_text("not a directory")
+    with ChartChild() as child:
+        with pytest.raises(OSError) as e:
+            render.write(a, tmp_path / "r.html", tmp_path / "file" / "r.md", tmp_path / "r.json", chart=child)
+    assert e.value.filename == str(tmp_path / "file")  # the directory report.md needs
+    assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
+    assert not (tmp_path / "r.json").exists()  # as without the child: nothing after the report that failed
