@@ -10,6 +10,7 @@ SIGINT / SIGTERM (the partial bundle kept the same way).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -184,6 +185,15 @@ def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
         return _analyze(bundle_path, args, announce, chart)
 
 
+def _chart_child(wanted: bool):
+    """A started :class:`reports.chartproc.ChartChild` when ``wanted`` (``run`` with the report
+    libraries at hand), else an empty context whose value is ``None`` (nothing is drawn)."""
+    if not wanted:
+        return contextlib.nullcontext()
+    from reports.chartproc import ChartChild
+    return ChartChild()
+
+
 def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     """:func:`cmd_analyze`, with ``chart`` (a :class:`reports.chartproc.ChartChild`) drawing the picture."""
     from reports import render
@@ -354,16 +364,17 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_analyze(Path(args.bundle), args)
         if args.cmd == "run":
             check_report_paths(args)
-            path, rc, digest = cmd_collect(args, full, announce=False)
             missing = [m for m in REPORT_LIBS if importlib.util.find_spec(m) is None]
-            if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
-                say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
-                         f"elsewhere: gpu-forensics analyze {path}")
-                print(f"bundle: {path}\nmanifest.json sha256: {digest}")
-                rc2 = EXIT_OK
-            else:
-                rc2 = cmd_analyze(path, args, announce=False)
-                _summary(path, digest, args)
+            with _chart_child(not missing) as chart:  # forked now: matplotlib is imported while collecting
+                path, rc, digest = cmd_collect(args, full, announce=False)
+                if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
+                    say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
+                             f"elsewhere: gpu-forensics analyze {path}")
+                    print(f"bundle: {path}\nmanifest.json sha256: {digest}")
+                    rc2 = EXIT_OK
+                else:
+                    rc2 = _analyze(path, args, False, chart)
+                    _summary(path, digest, args)
             rc3 = _upload(path, args) if args.upload_url else EXIT_OK
             return max(rc, rc2, rc3)
         if args.cmd == "timeline":
