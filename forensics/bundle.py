@@ -130,7 +130,7 @@ class BundleWriter:
         parent = os.path.dirname(rel)
         if parent not in self._dirs:
             try:
-                (self.dir / parent).mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.join(self.dir, parent), exist_ok=True)
             except OSError as e:
                 raise self._failed(e) from None
             self._dirs.add(parent)
@@ -180,7 +180,7 @@ class BundleWriter:
                     if n == 0:
                         truncated = bool(src.read(1))
                         break
-                    b = src.read(n)
+                    b = hostfs.read_upto(src, n)  # src.read(n), without allocating n for a short file
                     if not b:
                         break
                     w.write(b)
@@ -200,7 +200,7 @@ class BundleWriter:
 
     def _copy_transformed(self, src, source, rel, method, limit, notes, transform, skipped) -> Artifact:
         try:
-            data = src.read() if limit is None else src.read(limit + 1)
+            data = src.read() if limit is None else hostfs.read_upto(src, limit + 1)
         except OSError as e:
             return self.record(from_oserror(source, method, e, notes))
         truncated = limit is not None and len(data) > limit
@@ -252,8 +252,13 @@ class BundleWriter:
         :class:`Artifact`. Raises ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when
         the bundle cannot be written (recorded first, like :meth:`create`, as an ``error`` artifact)."""
         try:
-            with self._open(rel) as fh:
-                fh.write(data)
+            fd = os.open(self._target(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+            try:  # the file open(path, "wb") creates, written whole without a file object
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
         except OSError as e:
             err = self._failed(e)
             self.record(Artifact(rel, source, Status.ERROR, method, message=f"{type(e).__name__}: {err}",
@@ -301,10 +306,7 @@ class BundleWriter:
             err = self._failed(e)
             self.abandon(f"the bundle could not be written as {self.out.name}: {output.describe(e)}")
             raise err from None
-        if self.tar:
-            shutil.rmtree(self.dir)
-        else:
-            (self.out / INCOMPLETE).unlink()
+        shutil.rmtree(self.dir) if self.tar else (self.out / INCOMPLETE).unlink()
         return self.out, digest
 
 

@@ -150,8 +150,31 @@ def exists(root: str | os.PathLike, path: str) -> bool:
         return False
 
 
+def read_upto(f, limit: int) -> bytes:
+    """What ``f.read(limit)`` returns (at most ``limit`` bytes; fewer only at end of file) for a binary
+    file object ``f`` of a regular file, read in pieces sized by its ``fstat`` size (a first piece of
+    size + 1 bytes, then :data:`PIECE` bytes at a time; /proc files say 0), so that a bound of
+    megabytes does not allocate megabytes for a file of a few hundred bytes. Raises ``OSError``."""
+    want = min(limit, os.fstat(f.fileno()).st_size + 1)
+    first = f.read(want)
+    if len(first) < want or len(first) >= limit:  # end of file (read(n) is short only there), or the bound
+        return first
+    pieces, got = [first], len(first)
+    while got < limit:
+        want = min(PIECE, limit - got)
+        b = f.read(want)
+        pieces.append(b)
+        got += len(b)
+        if len(b) < want:
+            break
+    return b"".join(pieces)
+
+
+PIECE = 1 << 16  #: bytes read at a time by :func:`read_upto` past a file's stated size
+
+
 def read_text(root: str | os.PathLike, path: str, limit: int = 1 << 20) -> str:
     """Read at most ``limit`` bytes of a small text file under ``root`` as UTF-8 (errors replaced).
     Raises ``OSError`` / :class:`NotRegularFile` like :func:`open_regular`."""
     with open_regular(root, path) as f:
-        return f.read(limit).decode("utf-8", "replace")
+        return read_upto(f, limit).decode("utf-8", "replace")

@@ -441,3 +441,25 @@ def test_probe_deadline_kills_a_stuck_child(tmp_path, monkeypatch):
                               timeout=1.0)
     assert time.monotonic() - t0 < 3
     assert res == ["EPERM", "timeout", "not-run"] and report["timed_out"] and report["exit"] == -9
+
+
+def test_dev_scan_keeps_the_known_names_whether_the_listing_ends_or_stops(tmp_path, monkeypatch):
+    """The well-known names found in a listing read to its end are those an lstat finds; a listing cut
+    short by the bounds still keeps every one that exists (looked up directly)."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for n in ("nvidia0", "nvidia7", "nvidiactl", "nvidia-uvm", "nvidia-junk1", "nvidia-junk2", "tty", "null"):
+        (dev / n).touch()
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        want = lambda n: n.startswith("nvidia")  # noqa: E731
+        problems: list = []
+        assert probe._scan(fd, "/dev", want, problems, probe.WELL_KNOWN) == [
+            "nvidia-junk1", "nvidia-junk2", "nvidia-uvm", "nvidia0", "nvidia7", "nvidiactl"]
+        assert problems == []
+        monkeypatch.setattr(probe, "MAX_DEV_SEEN", 1)  # the listing stops after one entry
+        got = probe._scan(fd, "/dev", want, problems, probe.WELL_KNOWN)
+        assert {"nvidia0", "nvidia7", "nvidiactl", "nvidia-uvm"} <= set(got) and len(problems) == 1
+        assert "only the first 1 entries scanned" in problems[0].notes[0]
+    finally:
+        os.close(fd)

@@ -60,3 +60,25 @@ def test_localtime_style_link(root):
     assert hostfs.readlink(root, "/etc/localtime") == "/usr/share/zoneinfo/Asia/Seoul"
     with hostfs.open_regular(root, "/etc/localtime") as f:
         assert f.read() == b"TZif2"
+
+
+@pytest.mark.parametrize("size", [0, 1, 99, 100, 101, (1 << 16) + 3, 3 * (1 << 16)])
+@pytest.mark.parametrize("limit", [1, 100, 101, 1 << 16, 1 << 20])
+def test_read_upto_returns_what_read_does(tmp_path, size, limit):
+    """read_upto reads in pieces sized by fstat; the bytes are those of one f.read(limit)."""
+    p = tmp_path / "f"
+    p.write_bytes(bytes(i % 251 for i in range(size)))
+    with open(p, "rb") as a, open(p, "rb") as b:
+        got, want = hostfs.read_upto(a, limit), b.read(limit)
+        assert got == want and len(got) == min(size, limit)
+        assert a.tell() == b.tell()  # the next read starts where read(limit) would have left it
+
+
+def test_read_upto_reads_a_proc_file_whose_size_is_zero():
+    """/proc files state a size of 0: their text is read whole all the same (and bounded)."""
+    assert os.stat("/proc/self/mountinfo").st_size == 0
+    with open("/proc/self/mountinfo", "rb") as f:
+        text = hostfs.read_upto(f, 1 << 20)
+    assert b" - " in text and text.count(b"\n") >= 1
+    with open("/proc/self/mountinfo", "rb") as f:
+        assert hostfs.read_upto(f, 5) == text[:5]

@@ -183,7 +183,7 @@ def _read_json(ctx, source: str, rel: str, redact: bool = True, absent_ok: bool 
     outcome.update(status="collected", detail=None)
     try:
         with hostfs.open_regular(ctx.root, source) as f:
-            data = f.read(JSON_LIMIT + 1)
+            data = hostfs.read_upto(f, JSON_LIMIT + 1)
     except OSError as e:
         # asked only when the open failed: an open that succeeds implies the path exists
         if absent_ok and not hostfs.exists(ctx.root, source):

@@ -25,7 +25,7 @@ def read_json(root, path: str, limit: int):
     """A JSON file under root, parsed; ``None`` when it cannot be read, is over ``limit`` or is not JSON."""
     try:
         with hostfs.open_regular(root, path) as f:
-            data = f.read(limit + 1)
+            data = hostfs.read_upto(f, limit + 1)
         return json.loads(data.decode("utf-8", "replace")) if len(data) <= limit else None
     except (OSError, ValueError, RecursionError):
         return None
@@ -45,7 +45,7 @@ def docker_identity(ctx, data_roots, cid: str, rel: str) -> dict | None:
         src = f"{data_root}/containers/{cid}/config.v2.json"
         try:
             with hostfs.open_regular(ctx.root, src) as f:
-                data = f.read(CONFIG_LIMIT + 1)
+                data = hostfs.read_upto(f, CONFIG_LIMIT + 1)
             doc = json.loads(data.decode("utf-8", "replace")) if len(data) <= CONFIG_LIMIT else None
         except OSError as e:
             if e.errno != errno.ENOENT:

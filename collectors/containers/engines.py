@@ -190,7 +190,7 @@ def _proc_roots(root, roots: Roots, expired) -> None:
             return
         try:
             with hostfs.open_regular(root, f"/proc/{pid}/cmdline") as f:
-                raw = f.read(CMDLINE_LIMIT)
+                raw = hostfs.read_upto(f, CMDLINE_LIMIT)
         except OSError:
             continue  # gone, or a kernel thread's empty file
         argv = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")]

@@ -137,7 +137,8 @@ def list_dev(root: str | os.PathLike, pid: int,
     there is recorded as an ``error`` and nothing is listed); everything below it is opened relative to a directory descriptor with
     ``O_NOFOLLOW``, so a /dev, /dev/nvidia-caps or /dev/dri that is a symlink is recorded as one and
     never entered. Directories are listed one level deep, never recursed: the names of
-    :data:`WELL_KNOWN` are lstat'ed directly first, then up to :data:`MAX_DEV_SEEN` entries are looked at
+    :data:`WELL_KNOWN` that exist are always kept (lstat'ed directly when the listing
+    stops early), and up to :data:`MAX_DEV_SEEN` entries are looked at
     (until ``deadline``, a ``time.monotonic()`` value, passes) and at most :data:`MAX_DEV_ENTRIES`
     matching ones kept, so junk in /dev cannot hide the GPU nodes. Directories are opened with
     ``O_NOATIME`` (as root), so listing them leaves their atime alone. Never raises ``OSError``.
@@ -274,17 +275,14 @@ def _subdir(dev_fd: int, name: str, entries: list, raw: list, problems: list, de
 
 
 def _scan(fd: int, source: str, want, problems: list, known=(), deadline: float | None = None) -> list[str]:
-    """Names in the directory ``fd`` that ``want`` accepts: the ``known`` names that exist (lstat'ed
-    directly), then those found by reading the directory, which stops after :data:`MAX_DEV_SEEN` entries
-    or at ``deadline``; at most :data:`MAX_DEV_ENTRIES` found names are kept besides the known ones."""
-    names = []
-    for n in known:
-        try:
-            os.stat(n, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            continue
-        names.append(n)
-    have, found, seen = set(names), 0, 0
+    """Names in the directory ``fd`` that ``want`` accepts: the ``known`` names that exist, then those
+    found by reading the directory, which stops after :data:`MAX_DEV_SEEN` entries or at ``deadline``; at
+    most :data:`MAX_DEV_ENTRIES` found names are kept besides the known ones. A known name is never
+    counted against those bounds; when the reading went to the end, the known names it met are the ones
+    that exist, and only when it stopped early is each known name lstat'ed directly (so junk in the
+    directory cannot hide them)."""
+    known_set = set(known)
+    met, names, found, seen, whole = [], [], 0, 0, True
     with os.scandir(fd) as it:
         for de in it:
             seen += 1
@@ -292,16 +290,32 @@ def _scan(fd: int, source: str, want, problems: list, known=(), deadline: float 
                 why = (f"only the first {MAX_DEV_SEEN} entries scanned" if seen > MAX_DEV_SEEN
                        else f"the time budget ran out after {seen - 1} entries")
                 problems.append(Artifact(None, source, Status.TRUNCATED, "lstat", notes=(f"truncated: {why}",)))
+                whole = False
                 break
-            if de.name in have or not want(de.name):
+            if de.name in known_set:
+                met.append(de.name)
+                continue
+            if not want(de.name):
                 continue
             if found >= MAX_DEV_ENTRIES:
                 problems.append(Artifact(None, source, Status.TRUNCATED, "lstat",
                                          notes=(f"truncated: only {MAX_DEV_ENTRIES} matching entries kept",)))
+                whole = False
                 break
             found += 1
             names.append(de.name)
-    return sorted(names)
+    if not whole:
+        met = [n for n in known if _lstat_ok(n, fd)]
+    return sorted(met + names)
+
+
+def _lstat_ok(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` exists in the directory ``dir_fd`` (lstat, never followed)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 # -- the open() probe ------------------------------------------------------------------------------
