@@ -81,7 +81,11 @@ def is_context(kind: str) -> bool:
     return bool(k and k.context)
 
 
-@dataclass
+#: the fields of a deferred :class:`Event` made on first access (:meth:`Event.deferred`)
+DEFERRED = ("summary", "attrs", "evidence", "original")
+
+
+@dataclass(slots=True)
 class Event:
     """One dated fact on the timeline.
 
@@ -103,6 +107,11 @@ class Event:
       future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more
       than 60 s before that boot's ``/proc/stat`` btime: the clock jumped after it was written),
       ``duplicate-time`` (two ``journal.reload`` events with the very same time).
+
+    A reader of many routine lines (one per dpkg.log line) makes them with :meth:`deferred`: the
+    same event, its :data:`DEFERRED` fields made from the line on first access, so that the lines no
+    finding and no timeline entry looks at cost a small object each (``__slots__``, no attrs or
+    evidence dicts).
     """
 
     at: datetime
@@ -113,13 +122,44 @@ class Event:
     evidence: dict = field(default_factory=dict)
     original: str | None = None
     flags: tuple[str, ...] = ()
+    #: ``(make, *args)`` of a deferred event until its fields are made, else ``None``
+    _make: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown event kind {self.kind!r}: add it to forensics.events.KINDS")
-        if self.at.tzinfo is None:
-            raise ValueError(f"event time must be timezone-aware: {self.at!r}")
-        self.at = self.at.astimezone(timezone.utc)
+        _check(self)
+
+    @classmethod
+    def deferred(cls, at: datetime, source: str, kind: str, flags: tuple[str, ...], make, *args) -> "Event":
+        """An event whose :data:`DEFERRED` fields (``summary``, ``attrs``, ``evidence``, ``original``) are
+        ``make(*args)``, a 4-tuple in that order, called once, on the first access of any of them (a
+        field assigned before that keeps its value). ``make`` must give the same for the same ``args``;
+        the other fields, ``at`` and ``flags`` included, are given now. Raises ``ValueError`` as the
+        constructor does (an unknown kind, a naive ``at``)."""
+        e = cls.__new__(cls)
+        e.at, e.source, e.kind, e.flags, e._make = at, source, kind, flags, (make, *args)
+        _check(e)
+        return e
+
+    def __getattr__(self, name: str):
+        # only reached for a slot not set: a deferred field before its first access
+        make = self._make if name in DEFERRED else None  # (never recurses: ``_make`` is no deferred field)
+        if make is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._make = None
+        for key, value in zip(DEFERRED, make[0](*make[1:])):
+            try:
+                object.__getattribute__(self, key)  # assigned by a caller meanwhile: kept
+            except AttributeError:
+                object.__setattr__(self, key, value)
+        return object.__getattribute__(self, name)
+
+
+def _check(e: Event) -> None:
+    if e.kind not in KINDS:
+        raise ValueError(f"unknown event kind {e.kind!r}: add it to forensics.events.KINDS")
+    if e.at.tzinfo is None:
+        raise ValueError(f"event time must be timezone-aware: {e.at!r}")
+    e.at = e.at.astimezone(timezone.utc)
 
 
 class Hole(NamedTuple):

@@ -54,7 +54,6 @@ LOG_LIMIT = 64 << 20
 MARKERS = ("daemon-reload", "deb-systemd-invoke", "deb-systemd-helper", "dh_installsystemd")
 INFO_DIR = "/var/lib/dpkg/info"
 UNITS = "packages/units.json"
-CHANGE_ACTIONS = ("install", "upgrade", "remove", "purge", "disappear")
 
 
 @dataclass(frozen=True)
@@ -279,20 +278,21 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         span, spans = _Span(), []
         rotated = pr.load(bundle, log.source, reading.problems)
         files = [a for a in _stored(bundle, log) if PurePosixPath(a.path).name not in (rotated.get("duplicates") or {})]
+        more = {"changes": last_change} if log is DPKG else {}
+        add = reading.events.append
         for art in files:
             one = pr.FileSpan.of(art)
-            for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems):
+            for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems, **more):
                 if zone_note:
                     ev.flags = ev.flags + ("tz-unknown",)
                 span.add(ev, end)
-                one.first = ev.at if one.first is None else min(one.first, ev.at)
-                one.last = max(x for x in (one.last, ev.at, end) if x is not None)
-                reading.events.append(ev)
-                a = ev.attrs
-                if log is DPKG and a["action"] in CHANGE_ACTIONS:
-                    name = pp.package_name(a["package"])
-                    if name not in last_change or ev.at >= last_change[name]:
-                        last_change[name] = ev.at
+                at = ev.at
+                if one.first is None or at < one.first:
+                    one.first = at
+                tail = at if end is None or end < at else end
+                if one.last is None or tail > one.last:
+                    one.last = tail
+                add(ev)
             spans.append(one)
         cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
         cov.reason += pr.note(rotated) + pr.heads(spans)

@@ -29,21 +29,42 @@ def _ships(units: set[str] | None, package: str | None) -> bool | None:
 
 
 # -- dpkg.log --------------------------------------------------------------------------------------
-def _dpkg_events(path, rel, tz, units, problems):
+#: dpkg.log actions that change what is installed (``packages_last_change``)
+CHANGE_ACTIONS = ("install", "upgrade", "remove", "purge", "disappear")
+
+
+def _dpkg_events(path, rel, tz, units, problems, changes: dict | None = None):
+    """dpkg.log lines as :meth:`forensics.events.Event.deferred` events: the time and flags now, the
+    summary, attrs, evidence and original made from the line's text only when read (:func:`_dpkg_fields`;
+    most lines of a long-lived node's log are only counted). ``changes`` (package name -> UTC time),
+    when given, gets the latest install, upgrade, removal or purge (:data:`CHANGE_ACTIONS`) of each package."""
     bad = pp.LineProblems(rel, problems)
+    ctx = (rel, units)
     for n, text in pp.read_lines(path, rel, problems):
         p = pp.parse_dpkg_line(text)
         if p is None:
             bad.add(n, "no timestamp: " + text[:80] if text.strip() else "blank line")
             continue
         at, flags = localize(p.when, tz)
-        named = p.action not in ("startup", "conffile", "unknown")
-        attrs = {"action": p.action, "package": p.package, "old_version": p.old_version,
-                 "new_version": p.new_version, "state": p.state,
-                 "ships_units": _ships(units, p.package if named else None)}
-        yield Event(at, "dpkg", "package.dpkg-action", _dpkg_summary(p, text), attrs,
-                    {"artifact": rel, "line": n}, p.time_text, flags + (() if p.parsed else ("unparsed",))), None
+        if changes is not None and p.action in CHANGE_ACTIONS:
+            name = pp.package_name(p.package)
+            if name not in changes or at >= changes[name]:
+                changes[name] = at
+        yield Event.deferred(at, "dpkg", "package.dpkg-action", flags if p.parsed else flags + ("unparsed",),
+                             _dpkg_fields, ctx, text, n), None
     bad.flush()
+
+
+def _dpkg_fields(ctx: tuple, text: str, n: int) -> tuple[str, dict, dict, str]:
+    """``(summary, attrs, evidence, original)`` of dpkg.log line ``n`` (``text``, a dated line) of the
+    stored file ``ctx[0]``, ``ctx[1]`` the package names with systemd snippets (``None``: unknown)."""
+    rel, units = ctx
+    p = pp.parse_dpkg_line(text)
+    named = p.action not in ("startup", "conffile", "unknown")
+    attrs = {"action": p.action, "package": p.package, "old_version": p.old_version,
+             "new_version": p.new_version, "state": p.state,
+             "ships_units": _ships(units, p.package if named else None)}
+    return _dpkg_summary(p, text), attrs, {"artifact": rel, "line": n}, p.time_text
 
 
 def _dpkg_summary(p: pp.DpkgLine, text: str) -> str:
