@@ -117,6 +117,26 @@ def test_every_dpkg_line_type_becomes_one_event_in_seoul_time(tmp_path):
     assert c.reason == "dpkg.log covers 2026-09-02 .. 2026-09-02"
 
 
+def test_dpkg_lines_are_held_deferred_and_made_alike_on_first_access(tmp_path):
+    import pickle
+    from forensics.events import Event
+    b = collect(host(tmp_path, {"/var/log/dpkg.log": SEOUL_DPKG}), tmp_path)
+    r = packages.read(b, node("Asia/Seoul"))
+    ev = by_kind(r, "package.dpkg-action")
+    # the facts and coverage were taken without making any line's summary, attrs, evidence or original
+    assert r.facts["packages_last_change"]["hello"] == "2026-09-02T04:05:17Z"
+    assert len(ev) == 15 and all(e._make is not None for e in ev)
+    later = pickle.loads(pickle.dumps(ev[2]))  # an unmade line survives pickling (journal's child reader)
+    assert ev[2] == Event(utc(2026, 9, 2, 4, 5, 11), "dpkg", "package.dpkg-action",
+                          "status half-configured nvidia-container-toolkit:amd64 1.14.6-1",
+                          {"action": "status", "package": "nvidia-container-toolkit:amd64", "old_version": None,
+                           "new_version": "1.14.6-1", "state": "half-configured", "ships_units": None},
+                          {"artifact": "packages/dpkg/dpkg.log", "line": 3}, "2026-09-02 13:05:11") == later
+    assert ev[2]._make is None and ev[3]._make is not None  # made once, for that line only
+    ev[3].summary = "set before"  # a field assigned before the others are made keeps its value
+    assert ev[3].attrs["state"] == "unpacked" and ev[3].summary == "set before"
+
+
 def test_dst_fold_and_gap_in_new_york(tmp_path):
     log = ("2026-03-08 01:59:59 startup archives unpack\n"
            "2026-03-08 02:30:00 upgrade systemd:amd64 252.38-1 252.39-1\n"      # never happened: gap
