@@ -270,3 +270,39 @@ def test_anchors_cover_every_text_and_a_text_no_anchor_covers_is_its_own():
     assert selection.anchors_for(("cuInit failed", "nvml error: x", "Registered device plugin "), ("ailed", "CUDA-", "nvml")) \
         == ("ailed", "nvml", "Registered device plugin ")  # CUDA- is in no text; the last text holds no anchor
     assert selection.anchors_for(None, ("ailed",)) is None
+
+
+def _mapped_kb(ino: int) -> int:
+    """Resident kB of this process's mappings of inode ``ino`` (/proc/self/smaps, proc(5))."""
+    total, ours = 0, False
+    for line in open("/proc/self/smaps"):
+        parts = line.split()
+        if "-" in parts[0] and len(parts) >= 5 and parts[4].isdigit():
+            ours = int(parts[4]) == ino
+        elif ours and parts[0] == "Rss:":
+            total += int(parts[1])
+    return total
+
+
+def test_dropping_pages_finds_every_mapping_of_the_file_in_proc_self_maps(tmp_path):
+    """collectors.journal.reader._Pages.check reads only the lines of /proc/self/maps that hold the
+    file's inode (issue 18): after a walk over the whole file its mappings hold resident pages, and
+    after the check none (smaps' Rss); the lines it picks are those a parse of every line picks."""
+    from collectors.journal import reader
+    path = build_journal(b"".join(service(T0 + timedelta(seconds=i), 2210, "kubelet.service", "kubelet",
+                                          f"I0717 routine line {i} " + "y" * 400) for i in range(3000)),
+                         tmp_path / "system.journal")
+    with open(path, "rb") as fh:
+        src = reader._ReaderSource([fh.fileno()])
+        ino = os.fstat(fh.fileno()).st_ino
+        n = 0
+        while src.r._next():
+            n += len(src.r._get("MESSAGE"))
+        maps = open("/proc/self/maps", "rb").read()
+        every = [line for line in maps.split(b"\n") if len(line.split()) >= 5 and int(line.split()[4]) == ino]
+        assert every and [line for line in src.pages._lines_with(maps, src.pages.inodes)
+                          if int(line.split()[4]) == ino] == every
+        assert _mapped_kb(ino) > 500 and n > 3000 * 400
+        src.pages.check(force=True)
+        assert _mapped_kb(ino) == 0 and src.pages.dropped == 1
+        src.close()
