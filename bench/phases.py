@@ -2,7 +2,8 @@
 by bench/run.py). It is the same code path as ``gpu-forensics collect`` (forensics.ops.pipeline), split
 by collector so that the journal, package and container phases can be read separately.
 
-usage: python3 bench/phases.py ROOT OUT [--incident TEXT]
+usage: python3 bench/phases.py ROOT OUT [--incident TEXT] [--only NAME]
+(``--only journal``: that collector alone; the code is the tree this file is in)
 prints one JSON object: {collector: {"wall_s", "cpu_s", "maxrss_mb_after", "children_maxrss_mb_after"}}
 (CPU and the children's peak RSS include the forked children a collector reads in)
 """
@@ -33,8 +34,11 @@ def main() -> None:
     writer = BundleWriter(out)
     ctx = CollectContext(root=root, writer=writer)
     res = {}
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     for mod in COLLECTORS:
         name = mod.__name__.rsplit(".", 1)[-1]
+        if only is not None and name != only:
+            continue
         r0, t0 = _usage(), time.perf_counter()
         mod.acquire(ctx)
         t1, r1 = time.perf_counter(), _usage()

@@ -173,3 +173,136 @@ def test_files_read_one_at_a_time_select_what_one_reader_over_all_selects(tmp_pa
     finally:
         for fh in fhs:
             fh.close()
+
+
+# -- the NVML pass against a plain OR-match walk ---------------------------------------------------------
+def test_nvml_pass_keeps_what_a_plain_or_match_walk_with_the_regexes_alone_keeps(tmp_path, monkeypatch):
+    """collectors.journal.fileset.keep_each with the NVML texts and their anchors (issue 18: one search
+    for the anchors, then the ``in`` tests) against libsystemd's reader walking the same OR match
+    (collectors.journal.reader._ReaderSource.scan) and the NVML rule with the regexes alone
+    (``_NVML_TEXTS`` None): the same kept entries, rules and order, file by file and over all files,
+    from the head and from a ``since``. The files (systemd-journal-remote, each its own sequence-number
+    source): a kubelet.service line that SYSLOG_IDENTIFIER=kubelet matches too, an entry whose
+    _SYSTEMD_UNIT has two values (each order), a line of a unit outside the match, lines that hold an
+    anchor and no text, two lines of one microsecond, an entry without MESSAGE, lines before ``since``,
+    a second boot, and a copy of the first file."""
+    from journalbuild import export_entry
+    from test_journal import BOOT2, S, entry, usec
+    from collectors.journal import fileset, reader, selection
+    from collectors.journal.wording import nvml_unit
+    nv, probe = "Failed to initialize NVML: Unknown Error", 'I0717 "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-1"'
+    kub = lambda at, msg, **kw: service(at, 2210, "kubelet.service", "kubelet", msg, **kw)  # noqa: E731
+    first = (kub(T0 - 10 * S, nv) + kub(T0 - 5 * S, probe) +
+             kub(T0 + S, nv) + kub(T0 + 2 * S, probe) + kub(T0 + 3 * S, "Failed to pull image: failed (no NVML text)") +
+             kub(T0 + 3 * S, "SyncLoop ADD source=api (an anchor, no text)") +
+             entry(T0 + 4 * S, 3100, "nv-hostengine", "DCGM: " + nv, _COMM="nv-hostengine",
+                   _SYSTEMD_UNIT=["session-3.scope", "nvidia-dcgm.service"]) +
+             entry(T0 + 5 * S, 3101, "nv-hostengine", "CUDA_ERROR_NO_DEVICE", _COMM="nv-hostengine",
+                   _SYSTEMD_UNIT=["nvidia-dcgm.service", "session-3.scope"]) +
+             service(T0 + 6 * S, 880, "containerd.service", "containerd", "nvml error: driver not loaded") +
+             entry(T0 + 7 * S, 7001, "kubelet", nv, _COMM="bash", _UID="1000", _SYSTEMD_UNIT="session-2.scope") +
+             service(T0 + 8 * S, 900, "cron.service", "cron", nv) +  # no unit of the match, no kubelet
+             kub(T0 + 9 * S, nv + " (one µs)") + kub(T0 + 9 * S, probe + " (the same µs)") +
+             export_entry({"__REALTIME_TIMESTAMP": usec(T0 + 10 * S), "__MONOTONIC_TIMESTAMP": 1,
+                           "_BOOT_ID": "6c7c6013a26343b29e964691ff25d04c", "_PID": 2210, "SYSLOG_IDENTIFIER": "kubelet",
+                           "_SYSTEMD_UNIT": "kubelet.service", "CODE_LINE": 7}) +  # no MESSAGE
+             kub(T0 + timedelta(days=1, seconds=1), nv, boot=BOOT2) +
+             service(T0 + timedelta(days=1, seconds=2), 880, "containerd.service", "containerd", probe, boot=BOOT2))
+    d = tmp_path / "j"
+    files = [build_journal(first, d / "system@aa-0000000000000001-0006123456789abc.journal"),
+             build_journal(kub(T0 + timedelta(hours=2), nv) + kub(T0 - S, nv), d / "system.journal"),
+             build_journal(first, d / "remote-copy.journal")]
+    fhs = [open(f, "rb") for f in files]
+    try:
+        fds = [fh.fileno() for fh in fhs]
+        src = reader._ReaderSource(fds)
+        units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
+        src.close()
+        assert units == ["containerd.service", "kubelet.service", "nvidia-dcgm.service"]
+        groups = [[("_SYSTEMD_UNIT", u) for u in units], [("SYSLOG_IDENTIFIER", "kubelet")]]
+        texts, anchors = selection._NVML_TEXTS, selection._NVML_ANCHORS
+        assert texts and len(anchors) < len(texts)
+        got = {}
+        for workers in (1, 2):
+            monkeypatch.setattr(fileset, "WORKERS", workers)
+            for since in (None, usec(T0)):
+                for part in [[fd] for fd in fds] + [fds]:
+                    fs = fileset._FileSet(part, None, tmp_path)
+                    problems = []
+                    got[(workers, since, tuple(part))] = list(fs.keep_each(groups, since, selection.nvml_rule,
+                                                                           problems, "NVML", texts, anchors))
+                    fs.close()
+                    assert problems == []
+        monkeypatch.setattr(selection, "_NVML_TEXTS", None)  # the reference: the regexes alone
+        for (workers, since, part), kept in got.items():
+            src = reader._ReaderSource(list(part))
+            want = [(rule, src.full()) for e in src.scan(groups, since) if (rule := selection.nvml_rule(e))]
+            src.close()
+            assert kept == want, (workers, since, part)
+        messages = lambda since, part: [(r, e["MESSAGE"], e["__REALTIME_TIMESTAMP"])  # noqa: E731
+                                        for r, e in got[(1, since, part)]]
+        whole = messages(None, (fds[0],))
+        assert whole == [("nvml", nv, usec(T0 - 10 * S)), ("healthy", probe, usec(T0 - 5 * S)),
+                         ("nvml", nv, usec(T0 + S)), ("healthy", probe, usec(T0 + 2 * S)),
+                         # the rules read one _SYSTEMD_UNIT (sd_journal_get_data: the first of the entry's
+                         # items, in the file's order of data objects): the session's, in both orders
+                         ("forged", "DCGM: " + nv, usec(T0 + 4 * S)), ("forged", "CUDA_ERROR_NO_DEVICE", usec(T0 + 5 * S)),
+                         ("symptom", "nvml error: driver not loaded", usec(T0 + 6 * S)),  # forensics/neighbours.py
+                         ("forged", nv, usec(T0 + 7 * S)),
+                         ("nvml", nv + " (one µs)", usec(T0 + 9 * S)), ("healthy", probe + " (the same µs)", usec(T0 + 9 * S)),
+                         ("nvml", nv, usec(T0 + timedelta(days=1, seconds=1))),
+                         ("healthy", probe, usec(T0 + timedelta(days=1, seconds=2)))]
+        assert messages(usec(T0), (fds[0],)) == whole[2:]  # the two lines before since are not read
+        assert messages(None, (fds[2],)) == whole  # the copy: the same entries under its own sequence numbers
+        assert [c for _, e in got[(1, None, (fds[0],))] for c in [e["__CURSOR"]]] != \
+            [c for _, e in got[(1, None, (fds[2],))] for c in [e["__CURSOR"]]]
+        # the clock went back in this file: from the seek on, the walk reads to the file's end
+        assert messages(usec(T0), (fds[1],)) == [("nvml", nv, usec(T0 + timedelta(hours=2))), ("nvml", nv, usec(T0 - S))]
+        assert messages(None, tuple(fds)) == whole + messages(None, (fds[1],)) + whole
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+def test_anchors_cover_every_text_and_a_text_no_anchor_covers_is_its_own():
+    from collectors.journal import selection
+    assert all(any(a in t for a in selection._NVML_ANCHORS) for t in selection._NVML_TEXTS)
+    assert selection.anchors_for(("cuInit failed", "nvml error: x", "Registered device plugin "), ("ailed", "CUDA-", "nvml")) \
+        == ("ailed", "nvml", "Registered device plugin ")  # CUDA- is in no text; the last text holds no anchor
+    assert selection.anchors_for(None, ("ailed",)) is None
+
+
+def _mapped_kb(ino: int) -> int:
+    """Resident kB of this process's mappings of inode ``ino`` (/proc/self/smaps, proc(5))."""
+    total, ours = 0, False
+    for line in open("/proc/self/smaps"):
+        parts = line.split()
+        if "-" in parts[0] and len(parts) >= 5 and parts[4].isdigit():
+            ours = int(parts[4]) == ino
+        elif ours and parts[0] == "Rss:":
+            total += int(parts[1])
+    return total
+
+
+def test_dropping_pages_finds_every_mapping_of_the_file_in_proc_self_maps(tmp_path):
+    """collectors.journal.reader._Pages.check reads only the lines of /proc/self/maps that hold the
+    file's inode (issue 18): after a walk over the whole file its mappings hold resident pages, and
+    after the check none (smaps' Rss); the lines it picks are those a parse of every line picks."""
+    from collectors.journal import reader
+    path = build_journal(b"".join(service(T0 + timedelta(seconds=i), 2210, "kubelet.service", "kubelet",
+                                          f"I0717 routine line {i} " + "y" * 400) for i in range(3000)),
+                         tmp_path / "system.journal")
+    with open(path, "rb") as fh:
+        src = reader._ReaderSource([fh.fileno()])
+        ino = os.fstat(fh.fileno()).st_ino
+        n = 0
+        while src.r._next():
+            n += len(src.r._get("MESSAGE"))
+        maps = open("/proc/self/maps", "rb").read()
+        every = [line for line in maps.split(b"\n") if len(line.split()) >= 5 and int(line.split()[4]) == ino]
+        assert every and [line for line in src.pages._lines_with(maps, src.pages.inodes)
+                          if int(line.split()[4]) == ino] == every
+        assert _mapped_kb(ino) > 500 and n > 3000 * 400
+        src.pages.check(force=True)
+        assert _mapped_kb(ino) == 0 and src.pages.dropped == 1
+        src.close()

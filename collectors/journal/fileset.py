@@ -187,16 +187,18 @@ class _FileSet:
         return self._edges.get((dict(group).get("_BOOT_ID"), last))
 
     # -- one rule over every entry, on both cores -------------------------------------------------
-    def keep_each(self, groups, since, rule, problems: list[str], what: str, texts: tuple[str, ...] | None = None):
+    def keep_each(self, groups, since, rule, problems: list[str], what: str, texts: tuple[str, ...] | None = None,
+                  anchors: tuple[str, ...] | None = None):
         """``(rule name, whole entry)`` for each entry of ``scan(groups, since)`` for which
         ``rule(entry)`` names a rule (only entries whose MESSAGE holds one of ``texts`` are given to it,
-        when given), in the files' order; the files are shared among
+        when given; ``anchors``: shorter texts one of which each of ``texts`` holds, searched for
+        first, see :func:`collectors.journal.selection.anchors_for`), in the files' order; the files are shared among
         :data:`WORKERS` forked children. A read error or the time budget ends a file's scan, noted in
         ``problems`` as ``what: reading stopped early: ...``."""
         shares = _shares(self.fds, WORKERS)
         spools = [tempfile.TemporaryFile(dir=self.tmpdir) for _ in shares]
         try:
-            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what, texts))
+            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what, texts, anchors))
                                     for share, spool in zip(shares, spools)])
             for (kept, probs), spool in zip(results, spools):
                 problems.extend(probs)
@@ -206,21 +208,21 @@ class _FileSet:
             for spool in spools:
                 spool.close()
 
-    def _keep_share(self, fds, groups, since, rule, out_fd, what, texts):
+    def _keep_share(self, fds, groups, since, rule, out_fd, what, texts, anchors=None):
         part = _FileSet(fds, None, self.tmpdir)
         part.names = self.names
         part.deadline, part.copies, part.folded = self.deadline, dict(self.copies), 1 << 62  # no folding there
         try:
-            return self._keep_files(part, fds, groups, since, rule, out_fd, what, texts)
+            return self._keep_files(part, fds, groups, since, rule, out_fd, what, texts, anchors)
         finally:  # the copies this share made (a file deleted meanwhile); the caller's stay
             part.copies = {fd: path for fd, path in part.copies.items() if self.copies.get(fd) != path}
             part.close()
 
-    def _keep_files(self, part, fds, groups, since, rule, out_fd, what, texts):
+    def _keep_files(self, part, fds, groups, since, rule, out_fd, what, texts, anchors=None):
         kept, probs, end = [], [], 0
         for i, fd in enumerate(fds):
             try:
-                for e in _one(part, fd, groups, since, texts):
+                for e in _one(part, fd, groups, since, texts, anchors):
                     name = rule(e)
                     if name:
                         b = json.dumps(part.full()).encode() + b"\n"
@@ -241,16 +243,18 @@ def spent(left: int, of: int, first) -> str:
             f"from {first} on")
 
 
-def _one(fs: _FileSet, fd: int, groups, since, texts=None):
+def _one(fs: _FileSet, fd: int, groups, since, texts=None, anchors=None):
     """The entries of ``fs.scan(groups, since)`` in file ``fd`` alone; with ``texts``, only those whose
-    MESSAGE holds one of them (:meth:`collectors.journal.reader._ReaderSource.scan_texts`)."""
+    MESSAGE holds one of them (:meth:`collectors.journal.reader._ReaderSource.scan_texts`, which
+    searches for ``anchors`` first)."""
     if texts is not None:
         if fs._expired():
             raise TimeoutError
         src = fs.cur = fs._open(fd)
         src.deadline, src.drop_at_scan = fs.deadline, False
         try:
-            yield from src.scan_texts(groups, since, tuple(t.encode() for t in texts))
+            yield from src.scan_texts(groups, since, tuple(t.encode() for t in texts),
+                                      tuple(a.encode() for a in anchors) if anchors else None)
         finally:
             fs.cur = None
             src.close()

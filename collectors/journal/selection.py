@@ -184,6 +184,24 @@ def required_literals(*patterns: re.Pattern) -> tuple[str, ...] | None:
 _NVML_TEXTS = required_literals(_NVML_PASS, neighbours.ANY)
 
 
+def anchors_for(texts: tuple[str, ...] | None, short: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Fewer, shorter texts one of which each of ``texts`` contains: those of ``short`` that some
+    text contains, and each text that holds none of them, itself. A line that holds one of ``texts``
+    holds one of these, so one search for these passes over most lines, and only the lines it finds
+    are tested against ``texts`` (issue 18: 13 ``in`` tests cost 5 µs a line, two thirds of the
+    NVML pass on bench L; one search of 7 alternatives 1.7 µs). ``None`` when ``texts`` is."""
+    if texts is None:
+        return None
+    used = tuple(a for a in short if any(a in t for t in texts))
+    return used + tuple(t for t in texts if not any(a in t for a in used))
+
+
+#: what the NVML pass searches every MESSAGE for before the ``in`` tests of :data:`_NVML_TEXTS`
+#: ("ailed": "Failed to initialize NVML", "cuInit failed", "failed to generate spec", ...)
+_NVML_ANCHORS = anchors_for(_NVML_TEXTS, ("ailed", "_ERROR_", "SyncLoop", "cudaError", "CUDA-", "nvml", "Registered"))
+_NVML_PRE = re.compile("|".join(map(re.escape, _NVML_ANCHORS))).search if _NVML_ANCHORS else None
+
+
 def pid1_rule(e) -> str | None:
     """The rule that keeps an entry of the PID 1 pass: ``pid1`` (a manager line), ``unit`` (a
     start/stop line of a unit that matters), ``forged`` (either, while journald's trusted fields say
@@ -204,6 +222,8 @@ def nvml_rule(e) -> str | None:
     ``forged`` when journald's trusted fields contradict the writer), or ``None``."""
     msg = text(e.get("MESSAGE"))
     if _NVML_TEXTS is not None:
+        if not _NVML_PRE(msg):
+            return None
         for t in _NVML_TEXTS:
             if t in msg:
                 break
@@ -263,7 +283,8 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
     if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
-        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet lines", _NVML_TEXTS):
+        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet lines", _NVML_TEXTS,
+                                        _NVML_ANCHORS):
             keep(rule, e)
     else:
         for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
