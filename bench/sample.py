@@ -25,7 +25,9 @@ def main() -> None:
     ap.add_argument("-o", "--output", required=True, help="collapsed stacks are written here")
     ap.add_argument("--interval", type=float, default=0.004, help="seconds of CPU time between samples")
     ap.add_argument("-m", dest="module", required=True, help="the module to run (then its arguments)")
-    args, rest = ap.parse_known_args()
+    argv = sys.argv[1:]  # the tool's own arguments (after -m MODULE) are not this parser's: --out is not --output
+    cut = argv.index("-m") + 2 if "-m" in argv else len(argv)
+    args, rest = ap.parse_args(argv[:cut]), argv[cut:]
     sys.path[0] = os.getcwd()  # as `python -m` does: the current directory first, not bench/
     stacks: collections.Counter = collections.Counter()
 
@@ -41,6 +43,13 @@ def main() -> None:
     signal.setitimer(signal.ITIMER_PROF, args.interval, args.interval)
     sys.argv = [args.module, *rest]
     code = 0
+    me, real_exit = os.getpid(), os._exit
+
+    def leave(status):  # gpu-forensics ends with os._exit (no teardown): here it must reach the finally below
+        if os.getpid() != me:  # a forked child of the tool (the chart's, the journal's readers) ends as it would
+            real_exit(status)
+        raise SystemExit(status)
+    os._exit = leave
     try:
         runpy.run_module(args.module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
