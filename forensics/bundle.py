@@ -254,9 +254,7 @@ class BundleWriter:
         try:
             fd = os.open(self._target(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
             try:  # the file open(path, "wb") creates, written whole without a file object
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                output.write_all(fd, data)
             finally:
                 os.close(fd)
         except OSError as e:

@@ -49,6 +49,14 @@ def describe(e: OSError) -> str:
     return f"{e.strerror or e}" + (f" ({name})" if name else "")
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the descriptor ``fd`` (write(2) may take less than it is given, so
+    it is called until nothing is left). Raises ``OSError``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def refuse_pseudo(out: Path, flag: str = "--out") -> None:
     """Raise :class:`BundleWriteError` when ``out`` (given as ``flag``) lies under /proc or /sys (after symlinks)."""
     real = os.path.realpath(out)

@@ -22,6 +22,8 @@ import struct
 import sys
 import threading
 
+from forensics.output import write_all
+
 #: the timeline kinds whose ``attrs`` the picture reads (reports/styles.py ``style``: a probe's result;
 #: reports/chart.py ``_requester``: a reload's requester); the others are drawn by time and kind alone
 _ATTR_KINDS = ("journal.reload", "container.probe")
@@ -50,12 +52,6 @@ def _read_exact(fd: int, n: int) -> bytes | None:
         parts.append(b)
         got += len(b)
     return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _frame(data: bytes) -> bytes:
@@ -108,7 +104,7 @@ class ChartChild:
             return
         self._sent = True
         try:
-            _write_all(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)))
+            write_all(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)))
         except OSError:  # the child is gone: svg() draws in-process
             self.close()
         else:
@@ -177,7 +173,7 @@ def _child(inp: int, out: int) -> int:
     except Exception:
         answer = b"1"
     try:
-        _write_all(out, _frame(answer))
+        write_all(out, _frame(answer))
     except OSError:
         return 1
     return 0
