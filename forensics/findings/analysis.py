@@ -23,7 +23,7 @@ from ..events import KINDS, Event
 from ..source import Readings
 from ..timeutil import human, iso_z, local_iso, parse_iso, within
 from .verdicts import TITLES, describe_requester
-from .symptoms import KINDS as SYMPTOM_KINDS, classify
+from .symptoms import READS as SYMPTOM_READS, classify
 
 SCHEMA = "gpu-forensics/analysis/v1"
 #: an event this much later than the collection's end is dated by a clock set into the future
@@ -31,9 +31,6 @@ AFTER_COLLECTION = timedelta(minutes=5)
 #: a journal entry of the running boot this much earlier than its btime was dated before a clock jump
 BEFORE_BOOT = timedelta(seconds=60)
 _AT = attrgetter("at")
-#: the kinds :func:`.symptoms.classify` reads (its own KINDS, and the containers it names); handing it only
-#: these spares the dpkg lines' deferred fields
-_SYMPTOM_KINDS = frozenset(SYMPTOM_KINDS) | {"container.created"}
 _CURSOR_BOOT = re.compile(r"(?:^|;)b=([0-9a-fA-F-]{32,36})(?:;|$)")
 
 
@@ -293,7 +290,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
                  for c in cov.values()],
         "problems": problems,
         **_red_flags(events, tz),
-        "symptoms": classify([e for e in events if e.kind in _SYMPTOM_KINDS], facts, m.get("node") or nf.hostname),
+        "symptoms": classify([e for e in events if e.kind in SYMPTOM_READS], facts, m.get("node") or nf.hostname),
         "bundle": {"path": str(bundle.source), "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
                    "command_line": m.get("command_line"), "collection": m.get("collection"),
                    "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),

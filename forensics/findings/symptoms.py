@@ -19,6 +19,9 @@ from .requester import cite
 
 #: the kinds whose lines may show a neighbouring failure
 KINDS = ("journal.symptom", "container.log-symptom", "kube.event")
+#: every kind :func:`classify` reads: those, and the containers it names (handing it only these leaves a
+#: dpkg line's deferred fields unmade)
+READS = frozenset(KINDS) | {"container.created"}
 #: evidence citations kept per class (``count`` counts them all)
 MAX_EVIDENCE = 20
 #: restarts or re-registrations of a device plugin that make a crash loop without a back-off line
