@@ -179,9 +179,8 @@ def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     verdict lines are printed before the reports are rendered (with --quiet too), then the reports'
     paths when ``announce`` (``run`` names them once, in its summary). A report that cannot be written
     raises :class:`BundleWriteError` (exit 5, one line)."""
-    from reports.chartproc import ChartChild
     # the picture's child is forked first (before any thread), to import matplotlib while this one reads
-    with ChartChild() as chart:
+    with _chart_child(True) as chart:
         return _analyze(bundle_path, args, announce, chart)
 
 
