@@ -14,6 +14,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from journalbuild import build_journal
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -306,3 +308,88 @@ def test_dropping_pages_finds_every_mapping_of_the_file_in_proc_self_maps(tmp_pa
         src.pages.check(force=True)
         assert _mapped_kb(ino) == 0 and src.pages.dropped == 1
         src.close()
+
+
+# -- the NVML pass by MESSAGE values (issue 18) -------------------------------------------------------------
+def test_nvml_pass_by_message_values_keeps_what_the_walk_over_every_entry_keeps(tmp_path, monkeypatch):
+    """collectors.journal.reader._ReaderSource.scan_texts first reads the file's distinct MESSAGE values
+    (collectors.journal.unique.holding) and walks only the entries of those that hold a text. Against
+    the same pass reading every entry (MAX_VALUES 0), and a plain OR-match walk with the regexes alone:
+    the same kept entries, rules and order, with one value per walk (TERMS 1), the default, and too many
+    entries found (MAX_FOUND 3: every entry read again). The file: a non-UTF-8 MESSAGE holding a text,
+    two entries with two MESSAGE values (the text in the first, then in the second: the rules read the
+    first libsystemd gives), one NVML line repeated 40 times (one DATA object, 40 entries) between
+    other lines, a kubelet line outside every text, and a unit outside the match."""
+    from test_journal import S, entry, usec
+    from collectors.journal import fileset, reader, selection, unique
+    nv = "Failed to initialize NVML: Unknown Error"
+    kub = lambda at, msg, **kw: service(at, 2210, "kubelet.service", "kubelet", msg, **kw)  # noqa: E731
+    lines = [kub(T0 + i * S, nv if i % 3 == 0 else f"I0717 routine sync {i}") for i in range(120)]
+    lines += [kub(T0 + 200 * S, b"E0717 \xff\xfe " + nv.encode()),
+              kub(T0 + 201 * S, [nv + " (first)", "a second value"]),
+              kub(T0 + 202 * S, ["a first value", nv + " (second)"]),
+              service(T0 + 203 * S, 900, "cron.service", "cron", nv),
+              kub(T0 + 204 * S, 'I0717 "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-1"')]
+    path = build_journal(b"".join(lines), tmp_path / "j" / "system.journal")
+    groups = [[("_SYSTEMD_UNIT", "kubelet.service")], [("SYSLOG_IDENTIFIER", "kubelet")]]
+    texts, anchors = selection._NVML_TEXTS, selection._NVML_ANCHORS
+    calls = []
+    real = unique.holding
+    monkeypatch.setattr(unique, "holding", lambda *a: calls.append(real(*a)) or calls[-1])
+    with open(path, "rb") as fh:
+        got = {}
+        for limits in ((4096, 16, 20_000), (4096, 1, 20_000), (4096, 16, 3), (0, 16, 20_000)):
+            monkeypatch.setattr(reader._ReaderSource, "MAX_VALUES", limits[0])
+            monkeypatch.setattr(reader._ReaderSource, "TERMS", limits[1])
+            monkeypatch.setattr(reader._ReaderSource, "MAX_FOUND", limits[2])
+            fs = fileset._FileSet([fh.fileno()], None, tmp_path)
+            problems = []
+            got[limits] = list(fs.keep_each(groups, None, selection.nvml_rule, problems, "NVML", texts, anchors))
+            fs.close()
+            assert problems == []
+        values = calls[0]
+        monkeypatch.setattr(selection, "_NVML_TEXTS", None)
+        src = reader._ReaderSource([fh.fileno()])
+        want = [(rule, src.full()) for e in src.scan(groups, None) if (rule := selection.nvml_rule(e))]
+        src.close()
+    assert all(kept == want for kept in got.values())
+    # the values that hold a text, once each: the repeated line is one DATA object
+    assert sorted(values) == sorted([b"MESSAGE=" + nv.encode(), b"MESSAGE=E0717 \xff\xfe " + nv.encode(),
+                                     f"MESSAGE={nv} (first)".encode(), f"MESSAGE={nv} (second)".encode(),
+                                     b'MESSAGE=I0717 "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-1"'])
+    import base64
+    messages = [(r, e["MESSAGE"]) for r, e in want]
+    assert messages == [("nvml", nv)] * 40 + [
+        ("nvml", {"base64": base64.b64encode(b"E0717 \xff\xfe " + nv.encode()).decode()}),
+        ("nvml", [nv + " (first)", "a second value"]),
+        ("healthy", 'I0717 "SyncLoop (probe)" probe="readiness" status="ready" pod="ml/t-1"')]
+    # the entry whose text is in its second MESSAGE is found by that value, and left by the rule (which
+    # reads the first value libsystemd gives), as the walk over every entry leaves it
+
+
+def test_message_values_are_none_where_they_cannot_be_had_exactly(tmp_path):
+    """collectors.journal.unique.holding gives ``None`` (the pass then reads every entry) for a text a
+    joined run could hold across two values (``=``, NUL) or inside ``MESSAGE`` itself, for a value that
+    may have been cut at the data threshold, and for a file with no MESSAGE; else the values."""
+    from test_journal import S
+    from collectors.journal import unique
+    long = "Failed to initialize NVML " + "x" * 5000
+    path = build_journal(service(T0, 2210, "kubelet.service", "kubelet", "Failed to initialize NVML: x") +
+                         service(T0 + S, 2210, "kubelet.service", "kubelet", long), tmp_path / "a" / "system.journal")
+    with open(path, "rb") as fh:
+        fd, tick = fh.fileno(), (lambda: None)
+        assert sorted(unique.holding(fd, "MESSAGE", (b"NVML",), tick, 1 << 20)) == \
+            [b"MESSAGE=Failed to initialize NVML " + b"x" * 5000, b"MESSAGE=Failed to initialize NVML: x"]
+        assert unique.holding(fd, "MESSAGE", (b"NVML: x",), tick, 1 << 20) == [b"MESSAGE=Failed to initialize NVML: x"]
+        assert unique.holding(fd, "MESSAGE", (b"NVML",), tick, 4096) is None  # the long one may be cut
+        for bad in ((b"a=b",), (b"a\0b",), (b"SAGE",), ()):
+            assert unique.holding(fd, "MESSAGE", bad, tick, 1 << 20) is None
+        assert unique.holding(fd, "NO_SUCH_FIELD", (b"NVML",), tick, 1 << 20) is None
+
+    def stop():
+        raise TimeoutError("budget")
+    many = build_journal(b"".join(service(T0 + i * S, 2210, "kubelet.service", "kubelet", f"line {i}")
+                                  for i in range(40)), tmp_path / "b" / "system.journal")
+    with open(many, "rb") as fh:
+        with pytest.raises(TimeoutError):
+            unique.holding(fh.fileno(), "MESSAGE", (b"NVML",), stop, 1 << 20)

@@ -21,6 +21,7 @@ import time
 
 from systemd import journal as _sdj
 
+import collectors.journal.unique as unique
 from .files import METHOD
 
 DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
@@ -156,6 +157,11 @@ class _ReaderSource:
     deadline: float | None = None  #: time.monotonic() bound; scan raises TimeoutError past it
     CHECK_EVERY = 64  #: entries between two looks at the resident file pages (a pread of /proc/self/statm)
     drop_at_scan = True  #: let the pages go before each scan (False for a reader opened for one scan)
+    #: at most this many distinct MESSAGE values holding a text are matched in :meth:`scan_texts`
+    #: (libsystemd tries every term of an OR at each step); past it, every entry is read
+    MAX_VALUES = 4096
+    TERMS = 16  #: MESSAGE values matched in one walk of :meth:`_where`
+    MAX_FOUND = 20_000  #: entries found by value past which :meth:`scan_texts` reads every entry
 
     def __init__(self, fds: list[int], spans: list[tuple] | None = None):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -173,6 +179,9 @@ class _ReaderSource:
             self.close()
             raise
         self.pages = _Pages(fds)
+        #: a reader of one file keeps a descriptor of its own for :mod:`collectors.journal.unique`
+        #: (the caller's may be closed once the reader is open: a copy of a deleted file)
+        self.fd = os.dup(self.fds[0]) if len(self.fds) == 1 else None
 
     @staticmethod
     def _open(fds: list[int]):
@@ -191,6 +200,9 @@ class _ReaderSource:
             r.close()
         if hasattr(self, "pages"):
             self.pages.close()
+        if getattr(self, "fd", None) is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def _holding(self, start: int, end: int) -> list[int]:
         """The files that may hold entries from ``start`` to ``end`` (µs): a final file (see
@@ -256,6 +268,13 @@ class _ReaderSource:
                 return
             yield _Lazy(r, t)
 
+    def _tick(self) -> None:
+        """What a scan does every :data:`CHECK_EVERY` entries: let the pages go past the limit, and
+        raise TimeoutError past the deadline."""
+        self.pages.check()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise TimeoutError("the collection's time budget was spent (--time-budget)")
+
     def scan_texts(self, groups, start, texts: tuple[bytes, ...], anchors: tuple[bytes, ...] | None = None):
         """As :meth:`scan` from ``start`` (µs or ``None``) on, one file only, yielding only the entries
         whose MESSAGE (its first value, as libsystemd gives it) holds one of ``texts``: the test is
@@ -263,18 +282,28 @@ class _ReaderSource:
         is in their UTF-8 decoding with bad sequences replaced, which the rules read). ``anchors``:
         shorter texts one of which each of ``texts`` holds (:func:`collectors.journal.selection.anchors_for`):
         one regular-expression search for them passes over most MESSAGEs, and only those it finds
-        are tested against ``texts``; the same entries come out."""
-        r = self.r
-        self._match(groups)
-        r.seek_realtime(start) if start is not None else r.seek_head()
-        n, get, every = 0, r._get, self.CHECK_EVERY
+        are tested against ``texts``; the same entries come out.
+
+        From the head (``start`` None), the file's distinct MESSAGE values are read first from its own
+        index (:func:`collectors.journal.unique.holding`); when at most :data:`MAX_VALUES` hold a text,
+        only their entries are read (:meth:`_where`), in the same order, and tested as above all the
+        same. Else (no exact values, too many) every entry of ``groups`` is read."""
         pre = re.compile(b"|".join(map(re.escape, anchors))).search if anchors else None
-        while r._next():
+        at = None
+        if self.fd is not None and start is None:
+            values = unique.holding(self.fd, "MESSAGE", texts, self._tick, DATA_THRESHOLD)
+            at = self._where(groups, values) if values is not None and len(values) <= self.MAX_VALUES else None
+        r = self.r
+        if at is None:
+            self._match(groups)
+            r.seek_realtime(start) if start is not None else r.seek_head()
+        else:
+            r.flush_matches()
+        n, get, every = 0, r._get, self.CHECK_EVERY if at is None else 8  # each cursor is a seek of its own
+        while self._step_to(at, n):
             n += 1
             if n % every == 0:
-                self.pages.check()
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
+                self._tick()
             try:
                 msg = get("MESSAGE")
             except KeyError:
@@ -285,6 +314,48 @@ class _ReaderSource:
                 if t in msg:
                     yield _Lazy(r, r._get_realtime())
                     break
+
+    def _where(self, groups, values: list[bytes]) -> list[str] | None:
+        """The cursors, in the file's order, of the entries of ``groups`` whose MESSAGE is one of
+        ``values`` (``FIELD=value`` data), found :data:`TERMS` values at a time (each of ``groups``
+        ANDed with those values ORed: libsystemd tries every term of an OR at each step, and each
+        term's objects stay mapped while it walks); ``None`` past :data:`MAX_FOUND` entries. One
+        file's entries are in the order of their sequence numbers (``i=`` of the cursor), which
+        journal-file.c gives each appended entry one above the last (``journal_file_entry_seqnum``)."""
+        r, found, n = self.r, {}, 0
+        for k in range(0, len(values), self.TERMS):
+            self._tick()
+            r.flush_matches()
+            for i, group in enumerate(groups or [()]):
+                if i:
+                    r.add_disjunction()
+                for v in values[k:k + self.TERMS]:
+                    _sdj._Reader.add_match(r, v)
+                for field_, value in group:
+                    r.add_match(f"{field_}={value}")
+            r.seek_head()
+            while r._next():
+                n += 1
+                if n % self.CHECK_EVERY == 0:
+                    self._tick()
+                c = r._get_cursor()
+                found[c] = int(c.split(";i=", 1)[1].split(";", 1)[0], 16)
+                if len(found) > self.MAX_FOUND:
+                    return None
+        return sorted(found, key=found.get)
+
+    def _step_to(self, at: list[str] | None, n: int) -> bool:
+        """Move to the next entry of the walk: the next match (``at`` is ``None``), or the ``n``-th
+        cursor of ``at``; False at the end."""
+        r = self.r
+        if at is None:
+            return r._next()
+        if n >= len(at):
+            return False
+        r.seek_cursor(at[n])
+        if not r._next() or not r.test_cursor(at[n]):
+            raise OSError(f"journal entry {at[n]} was found by its MESSAGE and then could not be read again")
+        return True
 
     def full(self) -> dict:
         """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
