@@ -58,9 +58,10 @@ from forensics.artifact import Artifact, Status, from_oserror
 from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import from_usec, iso_z, parse_iso
 from forensics.output import BundleWriteError
-from . import isolate, selection, wording as w
+from . import attempts, isolate, selection, wording as w
+from .attempts import _size
 from .files import METHOD, _File, _final, _hash_all, _probe
-from .fileset import COPY_PREFIX, _FileSet, _room_for
+from .fileset import _FileSet, _room_for
 from .reader import _JournalctlSource
 
 
@@ -103,84 +104,44 @@ def acquire(ctx: CollectContext) -> None:
     process (:mod:`collectors.journal.isolate`): when it dies (SIGBUS: a file shrank under
     libsystemd's mmap), each file smaller than when the collection found it is recorded as truncated
     while read (``error``, and ``truncated`` in files.json) and the others are read again, up to
-    :data:`RETRIES` times. Files the time budget does not reach are recorded as ``truncated``, "not
-    read: time budget". Raises nothing for bad input; ``BundleWriteError`` when the bundle cannot be written.
+    :data:`collectors.journal.attempts.RETRIES` times. Files the time budget does not reach are
+    recorded as ``truncated``, "not read: time budget". Raises nothing for bad input;
+    ``BundleWriteError`` when the bundle cannot be written.
     """
+    pending = begin(ctx)
+    if pending is not None:
+        pending()
+
+
+class _Begun:
+    """What :func:`begin` started: call it to finish (as :func:`acquire` ends)."""
+
+    def __init__(self, ctx: CollectContext, pending: attempts.Pending, n_files: int):
+        self.ctx, self.pending, self.n_files = ctx, pending, n_files
+
+    def __call__(self) -> None:
+        records, failed = self.pending.finish()
+        self.ctx.log(f"journal: {self.n_files} files, {sum(not r.get('opened') for r in records)} not read")
+        self.ctx.writer.write_json(FILES, records, source=self.pending.source, method=METHOD)
+        if failed is not None:  # files.json is written even when selection failed
+            raise failed
+
+
+def begin(ctx: CollectContext) -> _Begun | None:
+    """:func:`acquire` in two steps: find the files (recording what it records for none) and start
+    the child that reads them; returns ``None`` when there is nothing to read, else the call that
+    waits for the child and records the rest (what :func:`acquire` raises, it raises; interrupted
+    while it waits, it kills the child). Meanwhile this process may collect other sources
+    (:func:`forensics.ops.pipeline.collect`): the child has its own copy of ``ctx``."""
     files, dirs, refused = _find(ctx)
     if not files and not refused:
         where = ", ".join(dirs) if dirs else " or ".join(HOST_DIRS)
         ctx.writer.record(Artifact(None, HOST_DIRS[0], Status.ABSENT, METHOD,
                                    message=f"no journal files (*.journal, *.journal~) in {where}"))
     if not files:
-        return
-    source = ", ".join(dirs)
-    before = {f: _size(f) for f in files}
-    cut: dict[_File, dict] = {}
-    got: dict[str, dict] = {}
-    failed = None
-    for _attempt in range(RETRIES + 1):
-        left = [f for f in files if f not in cut]
-        if not left:
-            break
-        result, died = isolate.in_child(_read_files, ctx, left, source)
-        if died is None:
-            records, artifacts, failed = result
-            got = {r["source"]: r for r in records}
-            for a in artifacts:
-                ctx.writer.record(a)
-            break
-        _forget_partial(ctx)
-        shrunk = {f: _cut_record(f, before[f], _size(f), died) for f in left
-                  if before[f] is not None and (_size(f) or 0) < before[f]}
-        if not shrunk:
-            ctx.writer.record(Artifact(None, source, Status.ERROR, METHOD,
-                                       message=f"the journal reader died ({died}) and no journal file shrank "
-                                               "meanwhile; the journal's entries are not in this bundle"))
-            got = {f.source: {"source": f.source, "size": before[f], "opened": False,
-                              "error": f"reader died ({died})", "errno": None} for f in left}
-            break
-        cut.update(shrunk)
-    for rec in cut.values():
-        ctx.writer.record(Artifact(None, rec["source"], Status.ERROR, METHOD, message=rec["error"]))
-    records = [got.get(f.source) or cut.get(f) or {"source": f.source, "opened": False,
-                                                   "error": "not read: the reader died too often"} for f in files]
-    ctx.log(f"journal: {len(files)} files, {sum(not r.get('opened') for r in records)} not read")
-    ctx.writer.write_json(FILES, records, source=source, method=METHOD)
-    if failed is not None:  # files.json is written even when selection failed
-        raise failed
-
-
-RETRIES = 3  #: readings of the journal again after a child died with files shrunk
-
-
-def _size(f: _File) -> int | None:
-    try:
-        return os.stat(hostfs.resolve(f.root, f.path)).st_size
-    except OSError:
         return None
-
-
-def _cut_record(f: _File, was: int, now: int | None, died: str) -> dict:
-    return {"source": f.source, "size": now, "sha256": None, "header": None, "opened": False, "errno": None,
-            "truncated": True,
-            "error": f"truncated while it was read: it shrank from {was} to {now} bytes under libsystemd's mmap "
-                     f"(journald's vacuum, a full disk) and the reader died ({died}); its entries are not in "
-                     "this bundle"}
-
-
-def _forget_partial(ctx) -> None:
-    """Remove what a reader that died may have left in the bundle (rewritten by the next reading):
-    the journal's files and the copies of deleted journal files (:mod:`collectors.journal.fileset`)."""
-    try:
-        left = [n for n in os.listdir(ctx.writer.dir) if n.startswith(COPY_PREFIX)]
-    except (OSError, AttributeError, TypeError):
-        left = []
-    for rel in (ENTRIES, BOOTS, COVERAGE, *left):
-        try:
-            os.unlink(os.path.join(ctx.writer.dir, rel))
-        except (OSError, AttributeError, TypeError):
-            pass
-
+    return _Begun(ctx, attempts.Pending(ctx, files, ", ".join(dirs), _read_files, (ENTRIES, BOOTS, COVERAGE)),
+                  len(files))
 
 
 def _read_files(ctx: CollectContext, files: list[_File], source: str):

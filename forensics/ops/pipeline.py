@@ -101,24 +101,56 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
 
 
 def _run_collectors(collectors, ctx: CollectContext, writer: BundleWriter, log, time_budget) -> None:
-    """Every collector's ``acquire``, in order, until the bundle cannot be written any more."""
-    for mod in collectors:
-        name = mod.NAME
-        log(f"collecting {name}")
-        if ctx.expired():
-            writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
-                                   message=f"not run: the {time_budget:g} s time budget was spent"))
-            continue
-        try:
-            mod.acquire(ctx)
-        except Exception as e:  # a collector bug must not cost the other sources
-            if isinstance(e, BundleWriteError):
-                writer._failed(e)
-            writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name,
-                                   message=f"{type(e).__name__}: {e}",
-                                   notes=(traceback.format_exc(limit=3)[-800:],)))
-        if writer.write_error is not None:  # a full or read-only disk: what follows could not be kept
-            return
+    """Every collector's ``acquire``, in order, until the bundle cannot be written any more. A
+    collector with ``begin`` (the journal: :func:`collectors.journal.begin`) is started in a child
+    and the ones after it run here meanwhile (issue 18: both cores busy); its manifest records are put
+    where its turn was, so the manifest holds them in the collectors' order all the same."""
+    pending = None  #: (collector, the call that finishes it, where its records go)
+    try:
+        for mod in collectors:
+            name = mod.NAME
+            log(f"collecting {name}")
+            if ctx.expired():
+                writer.record(Artifact(None, f"collector:{name}", Status.TRUNCATED, name,
+                                       message=f"not run: the {time_budget:g} s time budget was spent"))
+                continue
+            try:
+                if pending is None and hasattr(mod, "begin"):
+                    done = mod.begin(ctx)
+                    pending = (mod, done, len(writer.artifacts)) if done is not None else None
+                else:
+                    mod.acquire(ctx)
+            except Exception as e:  # a collector bug must not cost the other sources
+                _failed(writer, name, e)
+            if writer.write_error is not None:  # a full or read-only disk: what follows could not be kept
+                break
+    except BaseException:  # SIGINT/SIGTERM (interruptible): what the child reads is kept all the same
+        if pending is not None:
+            log(f"interrupted: waiting for the {pending[0].NAME} child to finish (interrupt again to stop it)")
+            _finish(writer, *pending)  # a second interruption kills the child (collectors.journal.isolate.finish)
+        raise
+    if pending is not None:
+        _finish(writer, *pending)
+
+
+def _finish(writer: BundleWriter, mod, done, at: int) -> None:
+    """Wait for the collector :func:`_run_collectors` started with ``begin``; its records go at ``at``."""
+    later = writer.artifacts[at:]
+    del writer.artifacts[at:]
+    try:
+        done()
+    except Exception as e:
+        _failed(writer, mod.NAME, e)
+    finally:
+        writer.artifacts.extend(later)
+
+
+def _failed(writer: BundleWriter, name: str, e: Exception) -> None:
+    """Record collector ``name``'s exception ``e`` (a bug, or the bundle's write error) as its error."""
+    if isinstance(e, BundleWriteError):
+        writer._failed(e)
+    writer.record(Artifact(None, f"collector:{name}", Status.ERROR, name, message=f"{type(e).__name__}: {e}",
+                           notes=(traceback.format_exc(limit=3)[-800:],)))
 
 
 def budget_cuts(artifacts: list[Artifact]) -> list[tuple[str, str]]:

@@ -3,8 +3,8 @@
 of systemd-python's ``_Reader`` (src/systemd/_reader.c upstream), with the same return types:
 ``_next``/``_previous`` -> bool, ``_get`` -> bytes (KeyError when absent), ``_get_all`` -> {field: bytes,
 or a list of bytes for a repeated field}, ``_get_realtime`` -> int µs, ``_get_monotonic`` -> (int µs,
-16-byte boot id), ``_get_cursor`` -> str, ``query_unique`` -> set of bytes values; a negative return
-from libsystemd raises ``OSError`` with that errno, as _reader.c does.
+16-byte boot id), ``_get_cursor`` -> str, ``seek_cursor``, ``test_cursor`` -> bool, ``query_unique`` -> set
+of bytes values; a negative return from libsystemd raises ``OSError`` with that errno, as _reader.c does.
 
 For ``gpu-forensics watch`` (forensics/ops/watch/triggers.py) it also follows a journal the way
 systemd-python does: ``Reader(path=DIR, flags=OS_ROOT)`` (sd_journal_open_directory(3)) or ``Reader()``
@@ -39,6 +39,7 @@ for _name, _args in {
         "sd_journal_get_realtime_usec": [_p, ctypes.POINTER(_u64)],
         "sd_journal_get_monotonic_usec": [_p, ctypes.POINTER(_u64), ctypes.c_char * 16],
         "sd_journal_get_cursor": [_p, ctypes.POINTER(ctypes.c_char_p)],
+        "sd_journal_seek_cursor": [_p, ctypes.c_char_p], "sd_journal_test_cursor": [_p, ctypes.c_char_p],
         "sd_journal_add_match": [_p, ctypes.c_char_p, _sz], "sd_journal_add_disjunction": [_p],
         "sd_journal_add_conjunction": [_p], "sd_journal_flush_matches": [_p],
         "sd_journal_set_data_threshold": [_p, _sz], "sd_journal_get_data_threshold": [_p, ctypes.POINTER(_sz)],
@@ -165,6 +166,12 @@ class _Reader:
             return c.value.decode()
         finally:
             _libc.free(ctypes.cast(c, _p))
+
+    def seek_cursor(self, cursor: str) -> None:
+        _check(_lib.sd_journal_seek_cursor(self._j, cursor.encode()))
+
+    def test_cursor(self, cursor: str) -> bool:
+        return _check(_lib.sd_journal_test_cursor(self._j, cursor.encode())) > 0
 
     def add_match(self, match) -> None:
         b = match.encode() if isinstance(match, str) else bytes(match)
