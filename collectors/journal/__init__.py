@@ -4,13 +4,16 @@ Acquisition opens the host's journal files read-only with libsystemd (``systemd.
 file descriptors obtained through :mod:`forensics.hostfs`), probing each file alone first, because
 ``Reader(path=)`` silently skips a bad file and ``Reader(files=[...])`` fails whole if one is bad
 (../shared/research/formats.md §1.1). Only selected entries are stored, found with journal field
-matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``) and time seeks, never by reading
-every entry's text. The package's modules, in the order acquisition uses them:
+matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``), time seeks, and for the NVML texts
+the file's index of its distinct MESSAGE values (:mod:`collectors.journal.unique`), never by reading
+every entry's text. The child that reads them runs while the later collectors collect
+(:func:`begin`). The package's modules, in the order acquisition uses them:
 
 - :mod:`collectors.journal.files`: probing each journal file alone, hashing them;
 - :mod:`collectors.journal.header`: the journal file header, and why libsystemd refused a file;
+- :mod:`collectors.journal.attempts`: the child that reads them, waited for, and read again after a file shrank;
 - :mod:`collectors.journal.reader`: the sources of entries (libsystemd on the probed files, or the
-  node's journalctl);
+  node's journalctl); :mod:`collectors.journal.unique`: a field's distinct values in one file;
 - :mod:`collectors.journal.fileset`: the probed files read one at a time (memory flat in the number
   of files), the PID 1 and NVML passes shared among two forked readers (both cores);
 - :mod:`collectors.journal.selection`: the rules that keep entries, and the spool that holds them;
