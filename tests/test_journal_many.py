@@ -393,3 +393,43 @@ def test_message_values_are_none_where_they_cannot_be_had_exactly(tmp_path):
     with open(many, "rb") as fh:
         with pytest.raises(TimeoutError):
             unique.holding(fh.fileno(), "MESSAGE", (b"NVML",), stop, 1 << 20)
+
+
+def test_nvml_pass_by_message_values_on_a_file_still_written_keeps_what_the_walk_over_every_entry_keeps(
+        tmp_path, monkeypatch):
+    """A file appended to (systemd-journal-remote, as journald appends to its online file) after its
+    MESSAGE values were read and before their entries are walked: a new NVML line with a value the
+    enumeration did not see, then one with a value it saw. The pass by values keeps both, in order,
+    as the walk over every entry started after the append does (MAX_VALUES 0), not the second alone."""
+    from test_journal import S, usec
+    from journalbuild import journal_remote
+    from collectors.journal import fileset, reader, selection, unique
+    nv, nv2 = "Failed to initialize NVML: Unknown Error", "Failed to initialize NVML: Driver Not Loaded"
+    kub = lambda at, msg: service(at, 2210, "kubelet.service", "kubelet", msg)  # noqa: E731
+    path = build_journal(b"".join(kub(T0 + i * S, nv if i % 4 == 0 else f"I0717 routine sync {i}")
+                                  for i in range(40)), tmp_path / "j" / "system.journal")
+    later = kub(T0 + 100 * S, nv2) + kub(T0 + 101 * S, nv) + kub(T0 + 102 * S, "I0717 routine sync late")
+    real, calls = unique.holding, []
+
+    def holding_then_append(*a):
+        calls.append(real(*a))
+        if len(calls) == 1:
+            subprocess.run([journal_remote(), f"--output={path}", "-"], input=later, check=True,
+                           capture_output=True)
+        return calls[-1]
+    groups = [[("_SYSTEMD_UNIT", "kubelet.service")], [("SYSLOG_IDENTIFIER", "kubelet")]]
+    texts, anchors = selection._NVML_TEXTS, selection._NVML_ANCHORS
+    with open(path, "rb") as fh:
+        monkeypatch.setattr(unique, "holding", holding_then_append)
+        fs = fileset._FileSet([fh.fileno()], None, tmp_path)
+        problems = []
+        got = [(rule, e["MESSAGE"], e["__REALTIME_TIMESTAMP"])
+               for rule, e in fs.keep_each(groups, None, selection.nvml_rule, problems, "NVML", texts, anchors)]
+        assert problems == [] and calls[0] == [b"MESSAGE=" + nv.encode()]
+        monkeypatch.setattr(reader._ReaderSource, "MAX_VALUES", 0)
+        want = [(rule, e["MESSAGE"], e["__REALTIME_TIMESTAMP"])
+                for rule, e in fs.keep_each(groups, None, selection.nvml_rule, problems, "NVML", texts, anchors)]
+        fs.close()
+    t = lambda s: usec(T0 + s * S)  # noqa: E731
+    assert want == [("nvml", nv, t(i)) for i in range(0, 40, 4)] + [("nvml", nv2, t(100)), ("nvml", nv, t(101))]
+    assert got == want

@@ -23,6 +23,7 @@ from systemd import journal as _sdj
 
 import collectors.journal.unique as unique
 from .files import METHOD
+from .pages import _Pages
 
 DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
 
@@ -47,106 +48,6 @@ class _Lazy:
             except KeyError:
                 self.d[field_] = None
         return default if self.d[field_] is None else self.d[field_]
-
-
-def _madvise():
-    """libc's ``madvise`` through ctypes (loaded once), or ``None`` where it cannot be called."""
-    global _MADVISE
-    if _MADVISE is None:
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            _MADVISE = libc.madvise
-        except (OSError, AttributeError):
-            _MADVISE = False
-    return _MADVISE or None
-
-
-_MADVISE = None
-
-
-class _Pages:
-    """Keeps the journal files' pages that libsystemd has mapped from piling up in this process.
-
-    libsystemd maps journal files in 8 MiB windows and keeps up to 64 of them; a pass over most of
-    a big journal touches most of its pages, and every touched page counts in the collector's RSS
-    (about 300 MB on a 1.2 GB journal) although the kernel could drop it at will. When the
-    process's resident file pages (``shared`` in /proc/self/statm, proc(5)) have grown by
-    :data:`LIMIT`, :meth:`check` calls ``madvise(MADV_DONTNEED)`` (madvise(2)) on the mappings of
-    the journal files (found in /proc/self/maps by device and inode): for a read-only shared file
-    mapping this only unmaps the pages from this process; the page cache, the files and libsystemd's
-    view are untouched, and a later read faults the page back in. Does nothing where /proc or
-    madvise cannot be used."""
-
-    LIMIT = 8 << 20
-
-    def __init__(self, fds: list[int]):
-        self.keys = set()
-        for fd in fds:
-            st = os.fstat(fd)
-            self.keys.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
-        #: the inodes as /proc/self/maps writes them: only a line holding one is parsed (325 lines took
-        #: 0.7 ms to parse, and the pages were dropped 1,180 times over bench L)
-        self.inodes = tuple({b" %d" % ino for _, _, ino in self.keys})
-        self.madvise = _madvise()
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        try:
-            self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.statm, self.madvise = None, None
-        self.base = self._resident()
-        self.dropped = 0  #: times the pages were dropped (for the bench and the tests)
-
-    def _resident(self) -> int:
-        if self.statm is None:
-            return 0
-        try:
-            return int(os.pread(self.statm, 128, 0).split()[2]) * self.page
-        except (OSError, ValueError, IndexError):
-            return 0
-
-    def close(self) -> None:
-        if self.statm is not None:
-            os.close(self.statm)
-            self.statm = None
-
-    @staticmethod
-    def _lines_with(text: bytes, needles: tuple[bytes, ...]) -> list[bytes]:
-        """The lines of ``text`` that hold one of ``needles``, each once, in order."""
-        starts = set()
-        for needle in needles:
-            at = text.find(needle)
-            while at >= 0:
-                starts.add(text.rfind(b"\n", 0, at) + 1)
-                end = text.find(b"\n", at)
-                at = -1 if end < 0 else text.find(needle, end)
-        out = []
-        for start in sorted(starts):
-            end = text.find(b"\n", start)
-            out.append(text[start:] if end < 0 else text[start:end])
-        return out
-
-    def check(self, force: bool = False) -> None:
-        """Drop the journal pages when the resident file pages have grown past the limit (or now,
-        with ``force``)."""
-        if self.madvise is None or (not force and self._resident() - self.base < self.LIMIT):
-            return
-        try:
-            with open("/proc/self/maps", "rb") as f:
-                maps = f.read()
-            for line in self._lines_with(maps, self.inodes):
-                parts = line.split(None, 5)
-                if len(parts) < 5:
-                    continue
-                major, _, minor = parts[3].partition(b":")
-                if (int(major, 16), int(minor, 16), int(parts[4])) in self.keys:
-                    start, _, end = parts[0].partition(b"-")
-                    self.madvise(int(start, 16), int(end, 16) - int(start, 16), 4)  # MADV_DONTNEED
-        except (OSError, ValueError):
-            return
-        self.dropped += 1
-        self.base = self._resident()
 
 
 class _ReaderSource:
@@ -287,12 +188,15 @@ class _ReaderSource:
         From the head (``start`` None), the file's distinct MESSAGE values are read first from its own
         index (:func:`collectors.journal.unique.holding`); when at most :data:`MAX_VALUES` hold a text,
         only their entries are read (:meth:`_where`), in the same order, and tested as above all the
-        same. Else (no exact values, too many) every entry of ``groups`` is read."""
+        same; then the entries appended since the values were read (the file is still written), as
+        the walk over every entry reads them. Else (no exact values, too many) every entry of
+        ``groups`` is read."""
         pre = re.compile(b"|".join(map(re.escape, anchors))).search if anchors else None
-        at = None
+        at = tail = None
         if self.fd is not None and start is None:
-            values = unique.holding(self.fd, "MESSAGE", texts, self._tick, DATA_THRESHOLD)
-            at = self._where(groups, values) if values is not None and len(values) <= self.MAX_VALUES else None
+            tail = self._tail()  # the entries up to it have their MESSAGE among the values read next
+            values = unique.holding(self.fd, "MESSAGE", texts, self._tick, DATA_THRESHOLD) if tail else None
+            at = self._where(groups, values, tail) if values is not None and len(values) <= self.MAX_VALUES else None
         r = self.r
         if at is None:
             self._match(groups)
@@ -300,7 +204,7 @@ class _ReaderSource:
         else:
             r.flush_matches()
         n, get, every = 0, r._get, self.CHECK_EVERY if at is None else 8  # each cursor is a seek of its own
-        while self._step_to(at, n):
+        while self._step_to(at, n, groups, tail):
             n += 1
             if n % every == 0:
                 self._tick()
@@ -315,14 +219,25 @@ class _ReaderSource:
                     yield _Lazy(r, r._get_realtime())
                     break
 
-    def _where(self, groups, values: list[bytes]) -> list[str] | None:
-        """The cursors, in the file's order, of the entries of ``groups`` whose MESSAGE is one of
-        ``values`` (``FIELD=value`` data), found :data:`TERMS` values at a time (each of ``groups``
+    def _tail(self) -> str | None:
+        """The cursor of the file's last entry now, or ``None`` (no entry)."""
+        r = self.r
+        r.flush_matches()
+        r.seek_tail()
+        return r._get_cursor() if r._previous() else None
+
+    @staticmethod
+    def _seqnum(cursor: str) -> int:
+        return int(cursor.split(";i=", 1)[1].split(";", 1)[0], 16)
+
+    def _where(self, groups, values: list[bytes], tail: str) -> list[str] | None:
+        """The cursors, in the file's order, of the entries of ``groups`` up to ``tail`` (a cursor)
+        whose MESSAGE is one of ``values`` (``FIELD=value`` data), found :data:`TERMS` values at a time (each of ``groups``
         ANDed with those values ORed: libsystemd tries every term of an OR at each step, and each
         term's objects stay mapped while it walks); ``None`` past :data:`MAX_FOUND` entries. One
         file's entries are in the order of their sequence numbers (``i=`` of the cursor), which
         journal-file.c gives each appended entry one above the last (``journal_file_entry_seqnum``)."""
-        r, found, n = self.r, {}, 0
+        r, found, n, last = self.r, {}, 0, self._seqnum(tail)
         for k in range(0, len(values), self.TERMS):
             self._tick()
             r.flush_matches()
@@ -339,19 +254,23 @@ class _ReaderSource:
                 if n % self.CHECK_EVERY == 0:
                     self._tick()
                 c = r._get_cursor()
-                found[c] = int(c.split(";i=", 1)[1].split(";", 1)[0], 16)
+                if (i := self._seqnum(c)) <= last:  # one appended since the values were read: see _step_to
+                    found[c] = i
                 if len(found) > self.MAX_FOUND:
                     return None
         return sorted(found, key=found.get)
 
-    def _step_to(self, at: list[str] | None, n: int) -> bool:
+    def _step_to(self, at: list[str] | None, n: int, groups=(), tail: str | None = None) -> bool:
         """Move to the next entry of the walk: the next match (``at`` is ``None``), or the ``n``-th
-        cursor of ``at``; False at the end."""
+        cursor of ``at``, then each entry of ``groups`` after ``tail`` (appended since the values
+        were read); False at the end."""
         r = self.r
-        if at is None:
+        if at is None or n > len(at):
             return r._next()
-        if n >= len(at):
-            return False
+        if n == len(at):
+            self._match(groups)
+            r.seek_cursor(tail)  # the next entry is the first of groups from tail on (sd_journal_seek_cursor(3))
+            return r._next() and (not r.test_cursor(tail) or r._next())
         r.seek_cursor(at[n])
         if not r._next() or not r.test_cursor(at[n]):
             raise OSError(f"journal entry {at[n]} was found by its MESSAGE and then could not be read again")
