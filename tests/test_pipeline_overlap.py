@@ -62,3 +62,47 @@ def test_an_interruption_while_the_journal_is_read_meanwhile_keeps_its_records(t
     paths = [a["path"] for a in m["artifacts"]]
     assert "journal/entries.jsonl" in paths and "journal/files.json" in paths
     assert not any((p or "").startswith("containers/") for p in paths)
+
+
+_CTRL_C = """
+import os, signal, sys, time
+import collectors.containers as containers
+import collectors.journal as journal
+from forensics.ops import pipeline
+from forensics.ops.cli import SAMPLE_ROOT
+real = journal._read_files
+
+def still_reading(*a):  # in the journal's child: still reading when the signal comes
+    time.sleep(0.5)
+    return real(*a)
+
+def ctrl_c(ctx):  # a terminal's Ctrl-C: SIGINT to every process of the foreground group
+    os.killpg(0, signal.SIGINT)
+    time.sleep(5)
+journal._read_files, containers.acquire = still_reading, ctrl_c
+with pipeline.interruptible():
+    try:
+        pipeline.collect(SAMPLE_ROOT, sys.argv[1], time_budget=None)
+    except pipeline.Interrupted as e:
+        print(e.kept)
+"""
+
+
+def test_a_ctrl_c_to_the_whole_process_group_is_answered_by_the_parent_and_the_journal_child_reads_on(tmp_path):
+    """SIGINT to the process group (the journal child gets it too) while the containers are collected:
+    the parent waits for the child, which reads the journal to its end; before, the child died of it
+    (exit 70) and the bundle said "the journal reader died"."""
+    import os
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _CTRL_C, str(tmp_path / "b")], capture_output=True, text=True,
+                       timeout=120, start_new_session=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert p.stdout.strip() == str(tmp_path / "b.incomplete"), p.stderr
+    m = json.loads((tmp_path / "b.incomplete" / "manifest.json").read_text())
+    assert m["incomplete_reason"] == "interrupted by SIGINT while collecting"
+    assert not [a["message"] for a in m["artifacts"] if "died" in (a.get("message") or "")]
+    files = json.loads((tmp_path / "b.incomplete" / "journal" / "files.json").read_text())
+    assert files and all(f["opened"] for f in files)
+    pipeline.collect(SAMPLE_ROOT, tmp_path / "whole", time_budget=None)
+    count = lambda b: len((b / "journal" / "entries.jsonl").read_text().splitlines())  # noqa: E731
+    assert count(tmp_path / "b.incomplete") == count(tmp_path / "whole") > 0

@@ -11,6 +11,7 @@ set aside as truncated while read and the others are read again, up to :data:`RE
 from __future__ import annotations
 
 import os
+import signal
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
@@ -50,6 +51,29 @@ def _forget_partial(ctx, outputs: tuple[str, ...]) -> None:
             pass
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _start(read, *args) -> tuple[int, int]:
+    """:func:`collectors.journal.isolate.start` of ``read(*args)`` in a child that ignores SIGINT and
+    SIGTERM: sent to the whole process group (a terminal's Ctrl-C) they are the parent's to answer
+    (:func:`forensics.ops.pipeline.interruptible`: it waits for this child, and kills it on a second
+    one); the child would die of the handler it inherited. Blocked around the fork, so that none
+    comes before the child ignores them (the parent's are delivered when unblocked)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        return isolate.start(_shielded, old, read, *args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _shielded(mask, read, *args):
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return read(*args)
+
+
 class Pending:
     """``read(ctx, files, source)`` running in a child from now on; ``outputs``: the bundle files a
     child that died may have left. :meth:`finish` gives ``(files.json records, the exception the
@@ -58,7 +82,7 @@ class Pending:
     def __init__(self, ctx, files: list[_File], source: str, read, outputs: tuple[str, ...]):
         self.ctx, self.files, self.source, self.read, self.outputs = ctx, files, source, read, outputs
         self.before = {f: _size(f) for f in files}
-        self.child = isolate.start(read, ctx, files, source)
+        self.child = _start(read, ctx, files, source)
 
     def finish(self) -> tuple[list[dict], Exception | None]:
         """Wait for the child (and read again after it died with files shrunk); record its manifest
@@ -72,7 +96,7 @@ class Pending:
             left = [f for f in files if f not in cut]
             if not left:
                 break
-            child, self.child = self.child or isolate.start(self.read, ctx, left, self.source), None
+            child, self.child = self.child or _start(self.read, ctx, left, self.source), None
             result, died = isolate.finish(*child)
             if died is None:
                 records, artifacts, failed = result
