@@ -433,3 +433,90 @@ def test_nvml_pass_by_message_values_on_a_file_still_written_keeps_what_the_walk
     t = lambda s: usec(T0 + s * S)  # noqa: E731
     assert want == [("nvml", nv, t(i)) for i in range(0, 40, 4)] + [("nvml", nv2, t(100)), ("nvml", nv, t(101))]
     assert got == want
+
+
+def _kept(fs_of, groups, monkeypatch, max_values):
+    from collectors.journal import reader, selection
+    monkeypatch.setattr(reader._ReaderSource, "MAX_VALUES", max_values)
+    fs = fs_of()
+    problems = []
+    try:
+        return [(rule, e["__CURSOR"], e["MESSAGE"]) for rule, e in
+                fs.keep_each(groups, None, selection.nvml_rule, problems, "NVML", selection._NVML_TEXTS,
+                             selection._NVML_ANCHORS)], problems
+    finally:
+        fs.close()
+
+
+def test_nvml_pass_by_message_values_on_odd_files_keeps_what_the_walk_over_every_entry_keeps(tmp_path, monkeypatch):
+    """The pass by values against the walk over every entry (MAX_VALUES 0) on: two boots in one file,
+    the second's clock behind the first's (no RTC: 1970); MESSAGEs with NUL bytes and newlines; ZSTD
+    compressed MESSAGEs (systemd-journal-remote compresses past 512 bytes) longer than a data threshold
+    of 4 KiB, the text before and after it (there every entry is read), and under 1 MiB (the values are
+    had); the same file deleted while open (read from its copy, collectors.journal.fileset._FileSet._open);
+    no descriptor and no copy left after 31 passes."""
+    from test_journal import BOOT, BOOT_NO_RTC, BOOTED, S, entry
+    import shutil
+    from collectors.journal import fileset, reader, unique
+    nv = "Failed to initialize NVML: Unknown Error"
+    kub = lambda at, msg, boot=None: entry(at, 2210, "kubelet", msg, **({"boot": boot} if boot else {}),  # noqa: E731
+                                           _SYSTEMD_UNIT="kubelet.service")
+    lines = [kub(T0 + i * S, nv if i % 5 == 0 else f"I0717 routine sync {i}") for i in range(30)]
+    lines += [kub(T0 + 40 * S, f"E0717 a\0b {nv}"), kub(T0 + 41 * S, f"E0717 first line\n{nv}\nlast"),
+              kub(T0 + 42 * S, nv + " " + "x" * 5000), kub(T0 + 43 * S, "y" * 5000 + " " + nv),
+              kub(T0 + 44 * S, nv + " " + "z" * 4050)]
+    lines += [kub(BOOTED[BOOT_NO_RTC] + (i + 1) * S, nv if i % 2 else f"I0717 no RTC {i}", boot=BOOT_NO_RTC)
+              for i in range(10)]
+    path = build_journal(b"".join(lines), tmp_path / "j" / "system.journal")
+    groups = [[("_SYSTEMD_UNIT", "kubelet.service")], [("SYSLOG_IDENTIFIER", "kubelet")]]
+    real, got = unique.holding, []
+    monkeypatch.setattr(unique, "holding", lambda *a: got.append(real(*a)) or got[-1])
+    fds = lambda: set(os.listdir("/proc/self/fd"))  # noqa: E731
+    copy = tmp_path / "copy.journal"
+    shutil.copyfile(path, copy)
+    for threshold in (1 << 20, 4096):  # the values had exactly; a value that may be cut: every entry read
+        monkeypatch.setattr(reader, "DATA_THRESHOLD", threshold)
+        shutil.copyfile(copy, path)
+        with open(path, "rb") as fh:
+            before, got[:] = fds(), []
+            of = lambda: fileset._FileSet([fh.fileno()], None, tmp_path)  # noqa: E731
+            for _ in range(15):
+                by_values, p1 = _kept(of, groups, monkeypatch, 4096)
+            every, p2 = _kept(of, groups, monkeypatch, 0)
+            assert by_values == every and p1 == p2 == []
+            os.unlink(path)  # journald's vacuum: libsystemd refuses the file now (EIDRM), its copy is read
+            for _ in range(15):
+                deleted, p3 = _kept(of, groups, monkeypatch, 4096)
+            assert deleted == every and p3 == []
+            assert fds() == before and not [n for n in os.listdir(tmp_path) if n.startswith(fileset.COPY_PREFIX)]
+            assert len(got) == 31 and all((v is None) == (threshold == 4096) for v in got)
+    messages = [m for _, _, m in every]
+    assert messages[:6] == [nv] * 6 and messages[6:8] == [f"E0717 a\0b {nv}", f"E0717 first line\n{nv}\nlast"]
+    assert messages[8:11] == [nv + " " + "x" * 5000, "y" * 5000 + " " + nv, nv + " " + "z" * 4050]
+    assert messages[11:] == [nv] * 5  # the boot without RTC, its clock at 1970, after the first in the file
+    assert [c.split(";b=")[1][:32] for _, c, _ in every] == [BOOT] * 11 + [BOOT_NO_RTC] * 5
+
+
+def test_nvml_pass_by_message_values_on_a_damaged_file_keeps_what_the_walk_over_every_entry_keeps(
+        tmp_path, monkeypatch):
+    """A file with 4 KiB of its middle overwritten (a bad sector, a torn write) where libsystemd still
+    opens it and an entry found by its MESSAGE cannot be sought again by its cursor: the pass reads
+    every entry then, and keeps what the walk over every entry keeps (before: "reading stopped early",
+    and none kept)."""
+    from test_journal import S
+    nv = "Failed to initialize NVML: Unknown Error"
+    path = build_journal(b"".join(service(T0 + i * S, 2210, "kubelet.service", "kubelet",
+                                          f"{nv} {i % 7}" if i % 3 == 0 else f"I0717 routine sync {i}")
+                                  for i in range(3000)), tmp_path / "j" / "system.journal")
+    with open(path, "r+b") as f:
+        f.seek(path.stat().st_size * 45 // 100 // 8 * 8)
+        f.write(b"\xff" * 4096)
+    groups = [[("_SYSTEMD_UNIT", "kubelet.service")], [("SYSLOG_IDENTIFIER", "kubelet")]]
+    from collectors.journal import fileset
+    with open(path, "rb") as fh:
+        of = lambda: fileset._FileSet([fh.fileno()], None, tmp_path)  # noqa: E731
+        by_values, p1 = _kept(of, groups, monkeypatch, 4096)
+        every, p2 = _kept(of, groups, monkeypatch, 0)
+    assert p1 == p2 == []
+    assert len(every) == 39 and [m for _, _, m in every[:3]] == [f"{nv} 0", f"{nv} 3", f"{nv} 6"]
+    assert by_values == every

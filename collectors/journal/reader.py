@@ -197,19 +197,13 @@ class _ReaderSource:
             tail = self._tail()  # the entries up to it have their MESSAGE among the values read next
             values = unique.holding(self.fd, "MESSAGE", texts, self._tick, DATA_THRESHOLD) if tail else None
             at = self._where(groups, values, tail) if values is not None and len(values) <= self.MAX_VALUES else None
-        r = self.r
-        if at is None:
-            self._match(groups)
-            r.seek_realtime(start) if start is not None else r.seek_head()
-        else:
-            r.flush_matches()
-        n, get, every = 0, r._get, self.CHECK_EVERY if at is None else 8  # each cursor is a seek of its own
-        while self._step_to(at, n, groups, tail):
+        n, every = 0, self.CHECK_EVERY if at is None else 8  # each cursor is a seek of its own
+        for r in self._steps(groups, start, at, tail):
             n += 1
             if n % every == 0:
                 self._tick()
             try:
-                msg = get("MESSAGE")
+                msg = r._get("MESSAGE")
             except KeyError:
                 continue
             if pre is not None and not pre(msg):
@@ -220,11 +214,22 @@ class _ReaderSource:
                     break
 
     def _tail(self) -> str | None:
-        """The cursor of the file's last entry now, or ``None`` (no entry)."""
-        r = self.r
-        r.flush_matches()
-        r.seek_tail()
-        return r._get_cursor() if r._previous() else None
+        """The cursor of the file's last entry now, or ``None`` (no entry, or a damaged file), through a
+        reader of its own (see :meth:`_reopen`)."""
+        r = self._open([self.fd])
+        try:
+            r.seek_tail()
+            return r._get_cursor() if r._previous() else None
+        finally:
+            r.close()
+
+    def _reopen(self) -> None:
+        """A new reader of the one file: libsystemd drops a file from a reader at the first error a
+        step meets in it (src/libsystemd/sd-journal/sd-journal.c ``real_journal_next``: "Can't iterate
+        through %s, ignoring"), and the reader then finds no entry at all."""
+        old, self.all = self.all, self._open([self.fd])
+        self.r, self.one = self.all, {self.fds[0]: self.all}
+        old.close()
 
     @staticmethod
     def _seqnum(cursor: str) -> int:
@@ -260,21 +265,36 @@ class _ReaderSource:
                     return None
         return sorted(found, key=found.get)
 
-    def _step_to(self, at: list[str] | None, n: int, groups=(), tail: str | None = None) -> bool:
-        """Move to the next entry of the walk: the next match (``at`` is ``None``), or the ``n``-th
-        cursor of ``at``, then each entry of ``groups`` after ``tail`` (appended since the values
-        were read); False at the end."""
+    def _steps(self, groups, start, at: list[str] | None, tail: str | None, skip=frozenset()):
+        """Stand on each entry the walk of :meth:`scan_texts` tests (the reader, one per entry): with ``at`` ``None``,
+        each entry of ``groups`` from ``start`` (except the cursors in ``skip``); else each cursor of
+        ``at``, then each entry of ``groups`` after ``tail`` (appended since the values were read).
+        A cursor of ``at`` that cannot be sought again (a damaged file: the seek goes by the file's
+        entry array, the walk of ``groups`` by the entry arrays of their values) ends the walk by
+        cursors, and each entry of ``groups`` from the head is tested, through a new reader
+        (:meth:`_reopen`), but those tested already."""
         r = self.r
-        if at is None or n > len(at):
-            return r._next()
-        if n == len(at):
+        if at is None:
             self._match(groups)
-            r.seek_cursor(tail)  # the next entry is the first of groups from tail on (sd_journal_seek_cursor(3))
-            return r._next() and (not r.test_cursor(tail) or r._next())
-        r.seek_cursor(at[n])
-        if not r._next() or not r.test_cursor(at[n]):
-            raise OSError(f"journal entry {at[n]} was found by its MESSAGE and then could not be read again")
-        return True
+            r.seek_realtime(start) if start is not None else r.seek_head()
+            while r._next():
+                if not skip or r._get_cursor() not in skip:
+                    yield r
+            return
+        r.flush_matches()
+        for n, c in enumerate(at):
+            r.seek_cursor(c)
+            if not r._next() or not r.test_cursor(c):
+                self._reopen()
+                yield from self._steps(groups, None, None, None, frozenset(at[:n]))
+                return
+            yield r
+        self._match(groups)
+        r.seek_cursor(tail)  # the next entry is the first of groups from tail on (sd_journal_seek_cursor(3))
+        if r._next() and (not r.test_cursor(tail) or r._next()):
+            yield r
+            while r._next():
+                yield r
 
     def full(self) -> dict:
         """The whole entry :meth:`scan` stands on (scan yields only the fields selection needs)."""
