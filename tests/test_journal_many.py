@@ -520,3 +520,43 @@ def test_nvml_pass_by_message_values_on_a_damaged_file_keeps_what_the_walk_over_
     assert p1 == p2 == []
     assert len(every) == 39 and [m for _, _, m in every[:3]] == [f"{nv} 0", f"{nv} 3", f"{nv} 6"]
     assert by_values == every
+
+
+def test_the_time_budget_spent_while_the_message_values_are_read_is_noted_and_the_files_before_kept(
+        tmp_path, monkeypatch):
+    """The budget runs out inside collectors.journal.unique.holding of the second file (its first
+    ``tick``): the first file's NVML lines are kept, the pass notes "reading stopped early" naming the
+    second file, and no descriptor is left open."""
+    from test_journal import S
+    from collectors.journal import fileset, reader, unique
+    nv = "Failed to initialize NVML: Unknown Error"
+    paths = [build_journal(b"".join(service(T0 + (k * 1000 + i) * S, 2210, "kubelet.service", "kubelet",
+                                            nv if i % 10 == 0 else f"I0717 routine sync {k} {i}") for i in range(100)),
+                           tmp_path / f"j{k}" / "system.journal") for k in range(2)]
+    real, ticks = reader._ReaderSource._tick, []
+    holding, raised = unique.holding, []
+
+    def holding_raising(*a):
+        try:
+            return holding(*a)
+        except TimeoutError:
+            raised.append(True)
+            raise
+    monkeypatch.setattr(unique, "holding", holding_raising)
+
+    def tick(self):
+        ticks.append(self.fd)
+        if len(ticks) > 1 and os.fstat(self.fd).st_ino == os.stat(paths[1]).st_ino:
+            self.deadline = 0.0  # spent from here on
+        return real(self)
+    monkeypatch.setattr(reader._ReaderSource, "_tick", tick)
+    monkeypatch.setattr(fileset, "WORKERS", 1)
+    groups = [[("_SYSTEMD_UNIT", "kubelet.service")], [("SYSLOG_IDENTIFIER", "kubelet")]]
+    with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
+        before = set(os.listdir("/proc/self/fd"))
+        kept, problems = _kept(lambda: fileset._FileSet([a.fileno(), b.fileno()], None, tmp_path, ["first", "second"]),
+                               groups, monkeypatch, 4096)
+        assert set(os.listdir("/proc/self/fd")) == before
+    assert [m for _, _, m in kept] == [nv] * 10 and raised == [True]  # the budget ended the enumeration
+    assert problems == ["NVML: reading stopped early: the collection's time budget was spent (--time-budget): "
+                        "1 of 2 files not read to their end, from second on"]
