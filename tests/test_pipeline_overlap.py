@@ -106,3 +106,54 @@ def test_a_ctrl_c_to_the_whole_process_group_is_answered_by_the_parent_and_the_j
     pipeline.collect(SAMPLE_ROOT, tmp_path / "whole", time_budget=None)
     count = lambda b: len((b / "journal" / "entries.jsonl").read_text().splitlines())  # noqa: E731
     assert count(tmp_path / "b.incomplete") == count(tmp_path / "whole") > 0
+
+
+_HELD = """
+import sys, threading
+from rich.console import Console
+from rich.progress import Progress
+import collectors.journal.attempts as attempts
+from collectors.journal import isolate
+with Progress(console=Console(stderr=True, force_terminal=True), transient=True) as bar:  # as cli.collect's
+    held, go = threading.Event(), threading.Event()
+
+    def hold():
+        with bar.console._lock:  # as the bar's refresh thread holds it while it draws
+            held.set()
+            go.wait()
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+
+    def read():
+        raise ValueError("a journal file no one foresaw")
+    child = attempts._start(read)
+    go.set()
+    t.join()
+    try:
+        isolate.finish(*child)
+    except ValueError as e:
+        print("raised:", e, file=sys.__stdout__)
+"""
+
+
+def test_the_journal_child_forked_while_the_progress_bar_draws_reports_its_error_and_does_not_hang(tmp_path):
+    """The journal's child is forked while the collectors after it run, with rich's progress bar (its
+    refresh thread) live in the parent: a child forked while that thread held the console's lock, whose
+    reading raised, wrote its traceback to sys.stderr (the bar's proxy) and waited for that lock forever,
+    and the parent with it (collectors.journal.isolate.start now gives the child streams of its own)."""
+    import os
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", _HELD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=os.path.dirname(os.path.dirname(__file__)), start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        try:
+            os.killpg(p.pid, 9)  # a child left hanging goes with it
+        except ProcessLookupError:
+            pass
+        p.wait()
+    assert p.returncode == 0 and out == "raised: a journal file no one foresaw\n", err
+    assert "ValueError: a journal file no one foresaw" in err  # the child's traceback, on stderr

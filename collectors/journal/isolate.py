@@ -43,6 +43,7 @@ def start(fn, *args) -> tuple[int, int]:
         code = 0
         try:
             os.close(r)
+            _own_streams()
             try:
                 out = ("ok", fn(*args))
             except Exception as e:
@@ -57,6 +58,18 @@ def start(fn, *args) -> tuple[int, int]:
             os._exit(code)
     os.close(w)
     return pid, r
+
+
+def _own_streams() -> None:
+    """In a child: ``sys.stdout`` and ``sys.stderr`` anew on descriptors 1 and 2. The parent's may be
+    locked by a thread that was not forked (rich's progress bar draws from its refresh thread, and
+    its proxy of stderr takes the console's lock): the child's first write (a traceback) would wait
+    for it forever, and the parent for the child."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        try:
+            setattr(sys, name, open(fd, "w", closefd=False, errors="backslashreplace", buffering=1))
+        except OSError:  # no such descriptor: the old stream is kept
+            pass
 
 
 def kill(pid: int) -> None:
