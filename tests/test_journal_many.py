@@ -320,7 +320,7 @@ def test_nvml_pass_by_message_values_keeps_what_the_walk_over_every_entry_keeps(
     two entries with two MESSAGE values (the text in the first, then in the second: the rules read the
     first libsystemd gives), one NVML line repeated 40 times (one DATA object, 40 entries) between
     other lines, a kubelet line outside every text, and a unit outside the match."""
-    from test_journal import S, entry, usec
+    from test_journal import S
     from collectors.journal import fileset, reader, selection, unique
     nv = "Failed to initialize NVML: Unknown Error"
     kub = lambda at, msg, **kw: service(at, 2210, "kubelet.service", "kubelet", msg, **kw)  # noqa: E731

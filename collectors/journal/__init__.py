@@ -119,12 +119,12 @@ def acquire(ctx: CollectContext) -> None:
 class _Begun:
     """What :func:`begin` started: call it to finish (as :func:`acquire` ends)."""
 
-    def __init__(self, ctx: CollectContext, pending: attempts.Pending, n_files: int):
-        self.ctx, self.pending, self.n_files = ctx, pending, n_files
+    def __init__(self, ctx: CollectContext, pending: attempts.Pending):
+        self.ctx, self.pending = ctx, pending
 
     def __call__(self) -> None:
         records, failed = self.pending.finish()
-        self.ctx.log(f"journal: {self.n_files} files, {sum(not r.get('opened') for r in records)} not read")
+        self.ctx.log(f"journal: {len(records)} files, {sum(not r.get('opened') for r in records)} not read")
         self.ctx.writer.write_json(FILES, records, source=self.pending.source, method=METHOD)
         if failed is not None:  # files.json is written even when selection failed
             raise failed
@@ -143,8 +143,7 @@ def begin(ctx: CollectContext) -> _Begun | None:
                                    message=f"no journal files (*.journal, *.journal~) in {where}"))
     if not files:
         return None
-    return _Begun(ctx, attempts.Pending(ctx, files, ", ".join(dirs), _read_files, (ENTRIES, BOOTS, COVERAGE)),
-                  len(files))
+    return _Begun(ctx, attempts.Pending(ctx, files, ", ".join(dirs), _read_files, (ENTRIES, BOOTS, COVERAGE)))
 
 
 def _read_files(ctx: CollectContext, files: list[_File], source: str):

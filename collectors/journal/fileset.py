@@ -36,21 +36,17 @@ import signal
 import tempfile
 import time
 
-from .reader import _ReaderSource
+from .reader import _ReaderSource, cursor_fields
 
 WORKERS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 COPY_PREFIX = ".journal-copy-"
 FOLDED = ("_BOOT_ID", "_SYSTEMD_UNIT")  #: the fields whose values :meth:`_FileSet.unique` gives
 
 
-def _cursor_key(cursor: str) -> dict:
-    return dict(p.split("=", 1) for p in cursor.split(";") if "=" in p)
-
-
 def compare(a: str, b: str) -> int:
     """libsystemd's order of two entries of different files from their cursors (<0, 0, >0);
     see the module's docstring."""
-    x, y = _cursor_key(a), _cursor_key(b)
+    x, y = cursor_fields(a), cursor_fields(b)
     num = (lambda d, k: int(d.get(k, "0"), 16))
     if all(x.get(k) == y.get(k) for k in "sibmtx"):
         return 0

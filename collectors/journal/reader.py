@@ -35,6 +35,12 @@ def _value(v: bytes):
         return {"base64": base64.b64encode(v).decode()}
 
 
+def cursor_fields(cursor: str) -> dict:
+    """The parts of a journal cursor (``s=``, ``i=``, ``b=``, ``m=``, ``t=``, ``x=``: sd_journal_get_cursor(3);
+    hex text) by their letter."""
+    return dict(p.split("=", 1) for p in cursor.split(";") if "=" in p)
+
+
 class _Lazy:
     """The entry a Reader stands on, read field by field (valid until the Reader moves on)."""
 
@@ -124,12 +130,16 @@ class _ReaderSource:
         e["__CURSOR"] = self.r._get_cursor()
         return e
 
-    def _match(self, groups) -> None:
+    def _match(self, groups, also: list[bytes] = ()) -> None:
+        """Match any of ``groups`` (see :meth:`scan`), each ANDed with ``also`` ORed (``FIELD=value``
+        data of one field), when given."""
         r = self.r
         r.flush_matches()
-        for i, group in enumerate(groups):
+        for i, group in enumerate(groups or ([()] if also else [])):
             if i:
                 r.add_disjunction()
+            for v in also:
+                _sdj._Reader.add_match(r, v)
             for field_, value in group:
                 r.add_match(f"{field_}={value}")
 
@@ -233,7 +243,7 @@ class _ReaderSource:
 
     @staticmethod
     def _seqnum(cursor: str) -> int:
-        return int(cursor.split(";i=", 1)[1].split(";", 1)[0], 16)
+        return int(cursor_fields(cursor)["i"], 16)
 
     def _where(self, groups, values: list[bytes], tail: str) -> list[str] | None:
         """The cursors, in the file's order, of the entries of ``groups`` up to ``tail`` (a cursor)
@@ -245,14 +255,7 @@ class _ReaderSource:
         r, found, n, last = self.r, {}, 0, self._seqnum(tail)
         for k in range(0, len(values), self.TERMS):
             self._tick()
-            r.flush_matches()
-            for i, group in enumerate(groups or [()]):
-                if i:
-                    r.add_disjunction()
-                for v in values[k:k + self.TERMS]:
-                    _sdj._Reader.add_match(r, v)
-                for field_, value in group:
-                    r.add_match(f"{field_}={value}")
+            self._match(groups, values[k:k + self.TERMS])
             r.seek_head()
             while r._next():
                 n += 1
