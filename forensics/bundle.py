@@ -1,6 +1,6 @@
 """The evidence bundle: writing it, opening it (directory or ``.tar.gz``) and verifying it.
 
-Layout (see ../shared/DESIGN.md "Evidence bundle")::
+Layout (see docs/design.md "Every artifact has an outcome")::
 
     manifest.json            schema gpu-forensics/manifest/v1, one record per artifact
     node/...                 node facts (hostname, /etc/localtime bytes, /proc/stat, ...)
@@ -9,8 +9,8 @@ Layout (see ../shared/DESIGN.md "Evidence bundle")::
 
 A bundle is written into ``<out>.incomplete/`` with an ``INCOMPLETE`` marker and only renamed to
 ``<out>`` once ``manifest.json`` is complete, so a killed collection never leaves something that
-looks whole. ``manifest.json`` carries ``self_sha256``: the SHA-256 of its own canonical JSON with
-that key removed, so that an edited manifest is detected too.
+looks whole; its ``manifest.json`` always parses, even after a full disk (:class:`forensics.output.Reserve`),
+and carries ``self_sha256`` (the SHA-256 of its own canonical JSON without that key: an edit shows).
 """
 from __future__ import annotations
 
@@ -29,14 +29,12 @@ from typing import Iterator
 
 from . import __version__, hostfs, output, tailcopy
 from .artifact import Artifact, Status, from_oserror
-from .bundle_open import (MAX_MANIFEST, BundleError, DirWalk, check_manifest, invalid, plain, read_bounded, scan_tree,
-                          sha256_fd, shown, unpack)
-from .output import INCOMPLETE, BundleWriteError
-from .output import canonical_pieces as _canonical_pieces
+from .bundle_open import (MANIFEST, MAX_MANIFEST, BundleError, DirWalk, bundles_in, check_manifest, invalid, plain,
+                          read_bounded, scan_tree, sha256_fd, shown, unpack)
+from .output import INCOMPLETE, BundleWriteError, canonical_pieces as _canonical_pieces
 
 __all__ = ["BundleError", "Bundle", "BundleWriter", "verify", "canonical_sha256", "MANIFEST", "INCOMPLETE", "SCHEMA"]
 
-MANIFEST = "manifest.json"
 SCHEMA = "gpu-forensics/manifest/v1"
 CHUNK = 1 << 20
 
@@ -101,6 +99,12 @@ class BundleWriter:
         self.meta: dict = {}
         self.write_error: BundleWriteError | None = None  #: the first failed write, if any
         self._dirs: set[str] = set()  #: bundle-relative directories already created (mkdir once each)
+        self._reserve = output.Reserve.open(self.dir / MANIFEST, self._head(output.UNDER_WAY))
+
+    def _head(self, reason: str | None) -> dict:
+        """The manifest's head (``meta``, the schema): complete without ``reason``, else incomplete for it."""
+        return {**{k: v for k, v in self.meta.items() if k != "artifacts"}, "schema": SCHEMA, "tool_version": __version__, "complete": reason is None,
+                **({"incomplete_reason": reason} if reason else {})}
 
     def _failed(self, e: OSError) -> BundleWriteError:
         """The :class:`BundleWriteError` for a failed write (kept in :attr:`write_error`)."""
@@ -114,13 +118,7 @@ class BundleWriter:
         """Stop: write a manifest with ``complete: false`` and ``incomplete_reason`` (when the disk
         allows) and put ``reason`` in the INCOMPLETE marker; the directory keeps its ``.incomplete``
         name. Returns that directory. Never raises ``OSError``."""
-        head = {**self.meta, "schema": SCHEMA, "tool_version": __version__, "complete": False,
-                "incomplete_reason": reason}
-        head.pop("artifacts", None)
-        try:
-            output.write_manifest(self.dir / MANIFEST, head, self.artifacts)
-        except OSError:
-            pass
+        output.write_partial_manifest(self.dir / MANIFEST, self._head(reason), self.artifacts, self._reserve.release())
         output.mark(self.dir, reason)
         return self.dir
 
@@ -247,10 +245,11 @@ class BundleWriter:
         return self.write_bytes(rel, data, source, method, notes)
 
     def write_bytes(self, rel: str, data: bytes, source: str, method: str, notes: tuple[str, ...] = (),
-                    status: Status = Status.COLLECTED) -> Artifact:
-        """Write ``data`` (generated in memory) to ``rel`` and record it as ``status``; returns the
-        :class:`Artifact`. Raises ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when
-        the bundle cannot be written (recorded first, like :meth:`create`, as an ``error`` artifact)."""
+                    status: Status = Status.COLLECTED, message: str | None = None) -> Artifact:
+        """Write ``data`` (generated in memory) to ``rel`` and record it as ``status`` (with ``message``: what
+        went wrong, for an ``error`` whose partial output is kept); returns the :class:`Artifact`. Raises
+        ``ValueError`` for a ``rel`` outside the bundle, and ``OSError`` when the bundle cannot be written
+        (recorded first, like :meth:`create`, as an ``error`` artifact)."""
         try:
             fd = os.open(self._target(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
             try:  # the file open(path, "wb") creates, written whole without a file object
@@ -263,11 +262,13 @@ class BundleWriter:
                                  notes=tuple(notes)))
             raise err from None
         return self.record(Artifact(rel, source, status, method, len(data),
-                                    hashlib.sha256(data).hexdigest(), notes=tuple(notes)))
+                                    hashlib.sha256(data).hexdigest(), message=message, notes=tuple(notes)))
 
     def record(self, artifact: Artifact) -> Artifact:
-        """Add one manifest record (any status) and return it."""
+        """Add one manifest record (any status) and return it; a reserve that cannot grow is a write error."""
         self.artifacts.append(artifact)
+        if self.write_error is None and (full := self._reserve.grow(output.record_size(artifact))):
+            self._failed(full)
         return artifact
 
     def finish(self) -> tuple[Path, str]:
@@ -280,13 +281,11 @@ class BundleWriter:
         cannot be written (the directory is kept, marked with the reason, and no ``.part`` is left)
         and ``FileExistsError`` when ``out`` appeared meanwhile (the bundle stays ``.incomplete``).
         """
-        head = dict(self.meta)
-        head.update({"schema": SCHEMA, "tool_version": __version__, "complete": True})
-        head.pop("artifacts", None)
-        canonical = hashlib.sha256()
+        head, canonical = self._head(None), hashlib.sha256()
         for piece in _canonical_pieces(head, self.artifacts):
             canonical.update(piece.encode())
         head["self_sha256"] = canonical.hexdigest()
+        self._reserve.release()
         try:
             digest = output.write_manifest(self.dir / MANIFEST, head, self.artifacts)
         except OSError as e:
@@ -373,7 +372,11 @@ class Bundle:
         try:
             raw = read_bounded(root, MANIFEST, MAX_MANIFEST, p)
         except FileNotFoundError:
-            raise BundleError(f"{p}: no manifest.json here; is this a gpu-forensics bundle?") from None
+            inside = bundles_in(p)
+            hint = (f"; it holds {'bundles' if len(inside) > 1 else 'a bundle'}: " + ", ".join(map(str, inside[:5]))
+                    + (f" (and {len(inside) - 5} more)" if len(inside) > 5 else "") if inside
+                    else "; is this a gpu-forensics bundle?")
+            raise BundleError(f"{p}: no manifest.json here{hint}") from None
         except OSError as e:
             raise BundleError(f"{p}: manifest.json is unreadable: {e}") from e
         try:

@@ -27,6 +27,7 @@ from pathlib import Path
 MAX_MEMBER = 256 << 20       #: bytes of one file of a bundle (archive member or file of a directory)
 MAX_TOTAL = 1 << 30          #: bytes of all files of one bundle together
 MAX_MEMBERS = 100_000        #: files and directories in one bundle
+MANIFEST = "manifest.json"  #: the manifest's name at a bundle's top
 MAX_MANIFEST = 32 << 20      #: bytes of manifest.json
 MAX_NAME = 4096              #: characters of one member name
 #: decompressed bytes of a .tar.gz read at most: the files plus their headers and padding
@@ -405,7 +406,7 @@ def check_manifest(m, where, schema: str) -> dict:
     for i, a in enumerate(m.get("artifacts") or []):
         if not isinstance(a, dict):
             raise invalid(where, f"manifest.json: artifacts[{i}] is {type(a).__name__}, not an object")
-        if not isinstance(a.get("source"), str) or a.get("status") not in statuses:
+        if not isinstance(a.get("source"), str) or not isinstance(a.get("status"), str) or a["status"] not in statuses:
             raise invalid(where, f"manifest.json: artifacts[{i}] lacks a source or has an unknown status")
         _types(where, f"artifacts[{i}].", a, _ARTIFACT)
         if a.get("path") is not None and not rel_ok(a["path"]):
@@ -416,3 +417,19 @@ def check_manifest(m, where, schema: str) -> dict:
         if (a.get("size") or 0) < 0 or not all(isinstance(n, str) for n in a.get("notes") or []):
             raise invalid(where, f"manifest.json: artifacts[{i}] has a negative size or a note that is not text")
     return m
+
+
+def bundles_in(folder: Path) -> list[Path]:
+    """The bundles directly inside ``folder`` (a directory holding ``manifest.json``, or a ``.tar.gz``
+    file; links are not followed), newest first by modification time; ``[]`` when it cannot be read."""
+    found = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if (e.is_file(follow_symlinks=False) and e.name.endswith(".tar.gz")) or (
+                        e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, MANIFEST))
+                        and not os.path.islink(os.path.join(e.path, MANIFEST))):
+                    found.append((e.stat(follow_symlinks=False).st_mtime, Path(e.path)))
+    except OSError:
+        return []
+    return [p for _, p in sorted(found, reverse=True)]

@@ -1,6 +1,6 @@
 """The event model: what every source is read into, and what the correlator and reports consume.
 
-Event kinds form a fixed vocabulary (../shared/DESIGN.md "Event kinds"): :data:`KINDS` is the one
+Event kinds form a fixed vocabulary (docs/design.md "Event kinds"): :data:`KINDS` is the one
 home of each kind, its ``attrs``, what its time means and whether it is context. Add kinds, never
 rename them. Times are timezone-aware UTC ``datetime`` objects; the source's own text for the time
 is kept in ``original``.
@@ -70,6 +70,19 @@ KINDS: dict[str, Kind] = {
     "kube.node-condition": Kind(("type", "status", "reason", "message"), "Transition Time"),
     "kube.container-terminated": Kind(("namespace", "pod", "container", "reason", "exit_code", "restart_count"),
                                       "Finish Time"),
+    # kernel lines (issue 26): the journal's _TRANSPORT=kernel entries (collectors/journal) and the syslog
+    # files /var/log/kern.log*, /var/log/messages* (collectors/kernlog); wordings in forensics/kmsg.py
+    "kernel.xid": Kind(("xid", "pci", "gpu_instance", "pid", "process", "detail", "message"), "Log Time"),
+    "kernel.gpu-lost": Kind(("pci", "stage", "message"), "Log Time"),
+    "kernel.api-mismatch": Kind(("client", "client_pid", "client_version", "kernel_version", "message"), "Log Time"),
+    "kernel.oom-kill": Kind(("pid", "process", "constraint", "task_memcg", "oom_memcg", "container_id", "message"),
+                            "Log Time"),
+    "kernel.nvrm": Kind(("what", "pci", "uuid", "version", "message"), "Log Time"),
+    "kernel.pcie-error": Kind(("pci", "severity", "message"), "Log Time"),
+    # a container runtime's CRI UpdateContainerResources call (containerd's instrumented service logs each)
+    "runtime.update-resources": Kind(("id", "result", "message", "unit"), "Log Time"),
+    # DCGM's Xid field (DCGM_FI_DEV_XID_ERRORS) from Prometheus: the value is the last Xid of that GPU
+    "metrics.xid": Kind(("gpu", "uuid", "xid", "hostname", "job", "instance"), "Sample Time"),
     "incident.start": Kind(("incident",), "Last Known Good"),
     "incident.end": Kind(("incident",), "First Known Bad"),
 }
@@ -106,7 +119,8 @@ class Event:
       ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
       future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more
       than 60 s before that boot's ``/proc/stat`` btime: the clock jumped after it was written),
-      ``duplicate-time`` (two ``journal.reload`` events with the very same time).
+      ``duplicate-time`` (two ``journal.reload`` events with the very same time), ``same-line`` (a kernel
+      line another source already holds: forensics/findings/kernel_lines.py).
 
     A reader of many routine lines (one per dpkg.log line) makes them with :meth:`deferred`: the
     same event, its :data:`DEFERRED` fields made from the line on first access, so that the lines no

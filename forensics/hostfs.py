@@ -3,9 +3,9 @@
 The tool runs as root on a production node and reads trees it does not own (a container's root file
 system belongs to whoever built the image). Every path is therefore resolved component by component,
 the way the kernel would resolve it after ``chroot(root)``: absolute symlink targets restart at
-``root``, ``..`` never climbs above ``root``, and the final file is opened with ``O_NOFOLLOW`` and
-``O_NONBLOCK`` and checked with ``fstat`` to be a regular file, so a FIFO or a device named like a
-log never blocks the collector. Nothing here writes, creates or changes anything on the host: files
+``root``, ``..`` never climbs above ``root``, and the final file is checked with ``lstat`` to be a regular
+file before it is opened with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (and again with ``fstat`` after), so a FIFO
+or a device named like a log is never opened and never blocks the collector. Nothing here writes, creates or changes anything on the host: files
 and directories are opened with ``O_NOATIME`` when running as root, so not even their atime moves;
 the one exception is a symlink met on the way, whose atime the kernel updates when its target is read
 (readlink has no O_NOATIME; unavoidable).
@@ -88,9 +88,10 @@ def open_regular(root: str | os.PathLike, path: str):
     """Open the regular file at ``path`` under ``root`` for binary reading.
 
     Returns a file object. Raises ``OSError`` (ENOENT, EACCES, ELOOP, ...) or
-    :class:`NotRegularFile` when the final component is a FIFO, socket, device or directory.
-    ``O_NONBLOCK`` guarantees that even a FIFO swapped in between ``lstat`` and ``open`` never
-    blocks; it is cleared again once the file is known to be regular.
+    :class:`NotRegularFile` when the final component is a FIFO, socket, device or directory: that is
+    seen by ``lstat`` before anything is opened (opening a device can act on it), and checked again with
+    ``fstat`` on what was opened. ``O_NONBLOCK`` guarantees that even a FIFO swapped in between
+    ``lstat`` and ``open`` never blocks; it is cleared again once the file is known to be regular.
     """
     real = _resolve(root, path)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -98,7 +99,18 @@ def open_regular(root: str | os.PathLike, path: str):
         # Leave atime alone: evidence of when a file was last read belongs to the host, not to us.
         # (O_NOATIME needs file ownership or CAP_FOWNER, so only root asks for it.)
         flags |= getattr(os, "O_NOATIME", 0)
-    fd = os.open(real, flags)
+    try:
+        # a FIFO or device is refused before it is opened: opening one can act (a watchdog arms, a tape rewinds)
+        st = os.lstat(real)
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):  # a link: O_NOFOLLOW's ELOOP says it
+            raise NotRegularFile(errno.EINVAL, f"not a regular file ({_kind(st.st_mode)})", str(path))
+        fd = os.open(real, flags)
+    except FileNotFoundError:
+        link = _link_target(root, path)
+        if link is None:
+            raise
+        raise FileNotFoundError(errno.ENOENT, f"a symlink to {link[:300]!r}, which is not there under the root (a link is "
+                                "followed inside the root only, as the node sees it from its own root)", str(path)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -139,6 +151,26 @@ def listdir(root: str | os.PathLike, path: str) -> list[str]:
         return sorted(os.listdir(fd))
     finally:
         os.close(fd)
+
+
+def _link_target(root, path: str) -> str | None:
+    """The target text of ``path`` when that name is a symlink (its parent resolved under ``root``), else None."""
+    try:
+        return readlink(root, path)
+    except OSError:
+        return None
+
+
+def present(root: str | os.PathLike, path: str) -> bool:
+    """True when the name ``path`` is there under ``root`` (its parent resolved safely), whatever it is: a
+    symlink counts whether or not its target is under the root. For a collector that copies a file only when
+    it is there, so that a link leading out of the root is recorded (absent, saying so) rather than skipped."""
+    try:
+        parent = _resolve(root, os.path.dirname(path.rstrip("/")) or "/")
+        os.lstat(parent + "/" + os.path.basename(path.rstrip("/")))
+        return True
+    except OSError:
+        return False
 
 
 def exists(root: str | os.PathLike, path: str) -> bool:

@@ -28,6 +28,29 @@ Wordings, each as the public report that shows it (issue trackers, read 2026-12)
   pod=...`` and the pod event ``Back-off restarting failed container nvidia-device-plugin-ctr in pod
   ...`` (NVIDIA/gpu-operator#699, NVIDIA/k8s-device-plugin#652, #28, NVIDIA/nvidia-container-toolkit#517);
   only a device plugin's container (:func:`device_plugin`) makes it a GPU symptom;
+- ``nvml-version-mismatch``: ``Failed to initialize NVML: Driver/library version mismatch`` (nvidia-smi;
+  NVIDIA/k8s-device-plugin#1431) and ``nvidia-container-cli: initialization error: nvml error:
+  driver/library version mismatch`` (NVIDIA/gpu-operator#898): new user space, old kernel module;
+- ``cuda-system-not-ready``: CUDA error 802 ``system not yet initialized`` / ``cudaErrorSystemNotReady``
+  (pytorch/pytorch#35710: fabric manager not running on an NVSwitch system); ``fabric-manager-error``: the
+  fabric manager's own ``aborting fabric manager``, ``detected NVSwitch fatal error``, ``request to query
+  NVSwitch device information from NVSwitch driver failed`` (NVIDIA/gpu-operator#610; leptonai/gpud
+  ``fabric-manager/log_matcher.go``);
+- ``ecc-uncorrectable``: ``uncorrectable ECC error encountered`` (cudaGetErrorString of
+  ``cudaErrorECCUncorrectable``); ``illegal-memory-access``: ``CUDA error: an illegal memory access was
+  encountered`` (``cudaErrorIllegalAddress``, error 700; PaddlePaddle/PaddleNLP#6031 and many others);
+- ``gpu-lost``: nvidia-smi's ``Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost.
+  Reboot the system to recover this GPU`` (JosephKJ/OWOD#81; NVIDIA/open-gpu-kernel-modules#387 with
+  ``: Unknown Error`` after the GPU fell off the bus), go-nvml's ``ERROR_GPU_IS_LOST`` (leptonai/gpud#604);
+- ``driver-unreachable``: ``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
+  driver``; ``nvml-library-missing``: ``NVML Shared Library Not Found`` (nvidia-smi without
+  libnvidia-ml.so in the container); ``nvml-no-devices``: nvidia-smi's ``No devices were found``;
+- ``cdi-unresolvable``: containerd's ``failed to inject CDI devices: unresolvable CDI devices
+  nvidia.com/gpu=...`` (a CDI device the node's specs do not define);
+- ``device-unhealthy``: NVIDIA/k8s-device-plugin ``internal/rm/health.go`` ``XidCriticalError: Xid=%d on
+  Device=%s; marking device as unhealthy.`` (v0.14+; ``, the device will go unhealthy.`` before), ``Marking
+  all devices as unhealthy``, and ``internal/plugin/server.go``'s ``'nvidia.com/gpu' device marked
+  unhealthy: <id>`` (docs/sources.md "Device plugin health");
 - ``plugin-registered``: the NVIDIA device plugin's ``Registered device plugin for 'nvidia.com/gpu'
   with Kubelet`` (``Registered device plugin with Kubelet`` before v0.9; NVIDIA/k8s-device-plugin#13):
   one per start, so several in one log are restarts.
@@ -50,7 +73,61 @@ SIGNATURES: tuple[tuple[str, re.Pattern], ...] = (
     ("back-off", re.compile(rf"[Bb]ack-off (?:\S+ )?restarting failed container[= ](?P<container>{_SAFE}+)"
                             rf"(?:.*?\bpod[= ](?P<pod>{_SAFE}+))?")),
     ("plugin-registered", re.compile(r"Registered device plugin (?:for '[^']{1,253}' )?with Kubelet")),
+    # issue 26: the other ways a pod's GPU fails, each its own symptom (the wordings' sources are above)
+    ("nvml-version-mismatch", re.compile(r"[Dd]river/library version mismatch")),
+    ("cuda-system-not-ready", re.compile(r"system not yet initialized|cudaErrorSystemNotReady"
+                                         r"|CUDA_ERROR_SYSTEM_NOT_READY")),
+    ("ecc-uncorrectable", re.compile(r"uncorrectable ECC error encountered|CUDA_ERROR_ECC_UNCORRECTABLE"
+                                     r"|cudaErrorECCUncorrectable")),
+    ("illegal-memory-access", re.compile(r"an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"
+                                         r"|cudaErrorIllegalAddress")),
+    ("gpu-lost", re.compile(r"Unable to determine the device handle for GPU|NVML_ERROR_GPU_IS_LOST"
+                            r"|ERROR_GPU_IS_LOST|: GPU is lost")),
+    ("driver-unreachable", re.compile(r"couldn't communicate with the NVIDIA driver")),
+    ("nvml-library-missing", re.compile(r"NVML Shared Library Not Found")),
+    ("nvml-no-devices", re.compile(r"No devices were found")),
+    ("cdi-unresolvable", re.compile(r"unresolvable CDI devices")),
+    ("device-unhealthy", re.compile(rf"XidCriticalError: Xid[=:](?P<xid>\d{{1,4}}) on Device=(?P<device>{_SAFE}{{1,80}}?)"
+                                    r"[;,] (?:marking device as unhealthy|the device will go unhealthy)"
+                                    r"|device marked unhealthy: |Marking all devices as unhealthy")),
+    ("fabric-manager-error", re.compile(r"aborting fabric manager|detected NVSwitch fatal error"
+                                        r"|request to query NVSwitch device information from NVSwitch driver failed")),
 )
+#: the failure a line shows (an incident's symptom class): what the cause rules say they can explain
+#: (forensics/findings/causes). ``nvml-unknown`` is the EPERM family ("Failed to initialize NVML: Unknown
+#: Error", ``cuInit failed``: journal.nvml-error, container.log-error), which no signature here is;
+#: ``unknown`` is a window whose symptom no line names (``--incident``, Prometheus).
+SYMPTOM_CLASSES: dict[str, str] = {
+    "nvml-unknown": "NVML or CUDA cannot open the GPU (\"Failed to initialize NVML: Unknown Error\", cuInit failed)",
+    "version-mismatch": "NVML's user-space library and the loaded kernel module differ (\"Driver/library version mismatch\")",
+    "gpu-lost": "the GPU is lost to the driver (\"Unable to determine the device handle\", \"GPU is lost\")",
+    "ecc": "an uncorrectable ECC error (\"uncorrectable ECC error encountered\")",
+    "app-fault": "a fault in the application's own GPU code (\"an illegal memory access was encountered\")",
+    "system-not-ready": "CUDA says the system is not yet initialized (error 802: NVSwitch fabric not ready)",
+    "no-driver": "no usable driver in the container (driver not loaded, unreachable, or its library missing)",
+    "create-failed": "the container could not be created with its GPU (device node, CDI or allocation failure)",
+    "no-device": "the process sees no GPU (CUDA error 100, \"No devices were found\")",
+    "oom": "a process or container was killed for memory (OOM kill)",
+    "device-unhealthy": "the device plugin marked a GPU unhealthy (allocatable GPUs fell)",
+    "plugin-down": "the device plugin is down or crash-looping",
+    "unknown": "a window whose symptom no log line names (--incident, Prometheus)",
+}
+#: signature -> the symptom class of :data:`SYMPTOM_CLASSES` it shows (``plugin-registered`` shows none)
+SYMPTOM_OF: dict[str, str] = {
+    "spec-device-missing": "create-failed", "cdi-libcuda-missing": "create-failed", "cdi-unresolvable": "create-failed",
+    "allocate-failed": "create-failed", "cuda-no-device": "no-device", "nvml-no-devices": "no-device",
+    "nvml-driver-not-loaded": "no-driver", "driver-unreachable": "no-driver", "nvml-library-missing": "no-driver",
+    "back-off": "plugin-down", "plugin-restart": "plugin-down", "nvml-version-mismatch": "version-mismatch",
+    "cuda-system-not-ready": "system-not-ready", "fabric-manager-error": "system-not-ready",
+    "ecc-uncorrectable": "ecc", "illegal-memory-access": "app-fault", "gpu-lost": "gpu-lost",
+    "device-unhealthy": "device-unhealthy",
+}
+#: the signatures whose line in a GPU pod's log or a runtime's journal opens an incident (a failure the pod
+#: itself met); a device plugin's restarts and its marking of a GPU are the node's, weighed as causes
+OPENS_INCIDENT = frozenset({"spec-device-missing", "cdi-libcuda-missing", "cdi-unresolvable", "allocate-failed",
+                            "cuda-no-device", "nvml-no-devices", "nvml-driver-not-loaded", "driver-unreachable", "nvml-library-missing",
+                            "nvml-version-mismatch", "cuda-system-not-ready", "ecc-uncorrectable",
+                            "illegal-memory-access", "gpu-lost"})
 #: one search for any of them, so most lines are passed over with one test
 ANY = re.compile("|".join(f"(?:{p.pattern})" for _, p in SIGNATURES))
 #: the words that name a device plugin's pod or container (NVIDIA's, GKE's, HAMi's, the GPU Operator's)

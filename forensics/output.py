@@ -66,6 +66,22 @@ def refuse_pseudo(out: Path, flag: str = "--out") -> None:
                                    f"give {flag} on a real disk (e.g. /var/tmp/...)", errno.EINVAL)
 
 
+def refuse_nonempty(out: Path, flag: str = "--out") -> None:
+    """Raise ``FileExistsError`` (its text the line to show) unless ``out`` is absent or an empty
+    folder: a file, a link, or a folder holding a bundle or reports is never written into (``demo``)."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise FileExistsError(f"{flag} {out}: exists and is not a folder; give a new folder, e.g. {flag} /tmp/demo-2")
+    try:
+        names = sorted(os.listdir(out))
+    except OSError as e:
+        raise FileExistsError(f"{flag} {out}: {describe(e)}") from None
+    if names:
+        raise FileExistsError(f"{flag} {out}: not empty (it holds {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
+                              "give a new or empty folder, so that no earlier bundle or report is written over")
+
+
 def claim(dir_: Path) -> None:
     """Make ``dir_`` (the ``.incomplete`` directory) and its marker. Raises ``FileExistsError`` with
     what is there and what to do when it exists (another collection running, or one that stopped),
@@ -192,14 +208,107 @@ def manifest_pieces(head: dict, artifacts: list):
 
 
 def write_manifest(path: Path, head: dict, artifacts: list) -> str:
-    """Write manifest.json (:func:`manifest_pieces`) at ``path``; returns its SHA-256 (hex). Raises ``OSError``."""
+    """Write manifest.json (:func:`manifest_pieces`) at ``path``, whole or not at all: into
+    ``<path>.tmp``, renamed over ``path`` once written (rename(2) is atomic), so that a full disk, a
+    signal or a kill while writing leaves the manifest that was there. Returns its SHA-256 (hex).
+    Raises ``OSError`` (the ``.tmp`` removed)."""
     digest = hashlib.sha256()
-    with open(path, "wb") as fh:
-        for piece in manifest_pieces(head, artifacts):
-            b = piece.encode()
-            fh.write(b)
-            digest.update(b)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            for piece in manifest_pieces(head, artifacts):
+                b = piece.encode()
+                fh.write(b)
+                digest.update(b)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return digest.hexdigest()
+
+
+RESERVE = ".manifest-reserve"  #: the file holding a partial bundle's manifest space (:class:`Reserve`)
+HEAD_ROOM = 16 << 10           #: bytes held for the manifest's head (node facts, argv: about 4 KiB), and held ahead
+UNDER_WAY = "collection under way, or stopped before it could say why (killed)"  #: the first manifest's reason
+
+
+def record_size(artifact) -> int:
+    """Bytes the record of ``artifact`` takes in manifest.json (:func:`manifest_pieces`)."""
+    return len(json.dumps(artifact.to_json(), sort_keys=True)) + 6
+
+
+class Reserve:
+    """Space held in a bundle directory ``dir_`` for its manifest, so that a partial bundle's manifest
+    always parses and lists what it holds: one is written as soon as the directory is claimed
+    (:meth:`open`), each later one replaces it whole (:func:`write_manifest`), and the file
+    :data:`RESERVE` is grown with posix_fallocate(3) as records are made (its blocks are its own: a
+    full disk cannot take them), given back (:meth:`release`) just before the last one is written."""
+
+    def __init__(self, dir_: Path):
+        self.path, self.need, self.held = dir_ / RESERVE, HEAD_ROOM, 0
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        failed = self.grow(0)
+        if failed:
+            self.release()
+            raise failed
+
+    @classmethod
+    def open(cls, manifest: Path, head: dict) -> "Reserve":
+        """Write the first manifest (``head``, no records) at ``manifest`` and hold room beside it.
+        Raises :class:`BundleWriteError` (the directory marked with it) when the disk has no room."""
+        try:
+            write_manifest(manifest, head, [])
+            return cls(manifest.parent)
+        except OSError as e:
+            err = BundleWriteError(f"cannot write the bundle at {manifest.parent}: {describe(e)}", e.errno, manifest.parent)
+            mark(manifest.parent, err.message)
+            raise err from None
+
+    def grow(self, size: int) -> OSError | None:
+        """Count ``size`` more bytes of manifest; hold :data:`HEAD_ROOM` beyond them when short. The
+        ``OSError`` when it cannot (a full disk), else ``None``."""
+        self.need += size
+        if self.need > self.held and self.fd is not None:
+            try:
+                os.posix_fallocate(self.fd, 0, self.need + HEAD_ROOM)
+            except OSError as e:
+                return e
+            self.held = self.need + HEAD_ROOM
+        return None
+
+    def release(self) -> int:
+        """Remove the file; the bytes it held (0 when released already). Never raises."""
+        held, self.held = (self.held if self.fd is not None else 0), 0
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        return held
+
+
+def write_partial_manifest(path: Path, head: dict, artifacts: list, room: int) -> None:
+    """A partial bundle's manifest at ``path`` (:func:`write_manifest`); when the disk is too full for all
+    of it, as many of the first records as ``room`` bytes (the reserve given back) hold, ``incomplete_reason``
+    saying so; else the manifest there stays (it parses). Never raises ``OSError``."""
+    try:
+        write_manifest(path, head, artifacts)
+        return
+    except OSError:
+        pass
+    room -= sum(len(p.encode()) for p in manifest_pieces(head, [])) + 200
+    k = 0
+    while k < len(artifacts) and room >= record_size(artifacts[k]):
+        room -= record_size(artifacts[k])
+        k += 1
+    head = {**head, "incomplete_reason": f"{head.get('incomplete_reason')}; manifest.json lists the first {k} of "
+                                         f"{len(artifacts)} records (the disk was full)"}
+    try:
+        write_manifest(path, head, artifacts[:k])
+    except OSError:
+        pass
 
 
 def archive(dir_: Path, out: Path) -> None:

@@ -40,13 +40,14 @@ The rules (:data:`RULES` says the same in one line each; :func:`description` is 
   :data:`WORD_MARK` (the URL stays pasteable); bundles :data:`MARK`. An object-store path token (OCI's
   ``/p/<token>/``) is hidden in both. Messages (exception texts: requests and urllib3 embed the URL, or its
   path and query) go through :func:`redact_message`.
-- ``toml`` (containerd's config.toml and its imports, :func:`redact_containerd_toml`): on the parsed
-  file, values under keys holding a credential word or named in :data:`TOML_CRED_KEYS` (registry
-  ``auth`` inline tables, ``Authorization = [...]`` header arrays, ``X-JFrog-Art-Api``) are hashed,
-  except keys ending in :data:`TOML_FILE_KEYS`, and every other string gets the ``text`` rule; the copy
-  keeps its lines when the line rule (:func:`redact_toml`) gives the same values, else it is rewritten
-  with tomli_w; a file with nothing to redact is stored byte for byte; one that does not parse gets the
-  line rule, noted.
+- ``config`` (every configuration file a collector stores: containerd, CRI-O and toolkit TOML, Docker's
+  daemon.json, OCI hook files, CDI specs, the device plugin's settings, kubelet and k3s configs, unit and
+  environment files; :mod:`forensics.redact_config`, which holds the rule's code): per format, on the
+  parsed file where the format has a parser, values of keys named by :func:`secret_key` (a credential
+  word, :data:`TOML_CRED_KEYS`, :data:`CONFIG_PASS_WORDS`; not keys ending in :data:`TOML_FILE_KEYS`)
+  hashed, argument lists through the ``args`` rule, ``NAME=X`` env entries by their name, and the
+  ``text`` rule in every other string; the copy keeps its layout where its text parses to the redacted
+  values, else it is written back from them; the manifest record says how and how many values.
 - ``known secrets`` (:func:`scrub`, :func:`secret_parts`, :func:`url_secrets`): a value the tool
   itself holds (an upload's auth header, its URL's password, path token and query values) is replaced
   wherever it shows up in a message, in any case (a server's error body echoing the header lower-cased).
@@ -64,9 +65,7 @@ import hmac
 import json
 import os
 import re
-import tomllib
 
-import tomli_w
 from .redact_shapes import has_marker, redact_shapes
 from .redact_url import MARK, SCRUB_MIN, WORD_MARK, redact_message, redact_url, scrub, secret_parts, url_secrets
 
@@ -90,7 +89,16 @@ _AUTH_SCHEME_LAST = re.compile(rf"(?i)\b(?:{_SCHEMES})\s*\Z")
 _AUTH_LOW = tuple(s.lower() for s in AUTH_SCHEMES)
 #: ``NAME=X`` is redacted when NAME holds one of these (``passw``: password, passwd)
 ASSIGN_WORDS = ("token", "secret", "passw", "key", "auth", "credential")
-_ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?!<redacted)(?P<v>\S+)")
+#: ``NAME=X``: X is a quoted string (its quotes kept) or runs to the next space (a quote just before it
+#: kept: ``Environment="token=X"``; the lazy run tests two characters ahead at each step: linear); or the
+#: rest of that run, or of that quoted string, after a value the shapes rule replaced (``password=:;x``,
+#: ``password="a b"``: the shapes stop at ``;`` and at a space); a quote never closed is kept and the run
+#: after it is the value (``password=';x``)
+_RUN = r"[^\s\"']\S*?(?=[\"']?(?:\s|\Z))"
+_TAIL = r"(?![\"']?(?:\s|\Z))\S+?(?=[\"']?(?:\s|\Z))"  #: the same, from any character but a closing quote
+_ASSIGN = re.compile(r"(?<![\w.\-])(?P<name>[\w.\-]++)=(?:(?![\"']?<redacted)(?:(?P<q>[\"'])(?P<qv>[^\"'\n]*)(?P=q)|"
+                     rf"(?P<v>{_RUN})|(?P<oq>[\"'])(?P<ov>{_RUN}))|(?P<h><redacted hmac:[0-9a-f]{{8}}>)(?P<t>{_TAIL})|"
+                     r"(?P<hq>[\"'])(?P<h2><redacted hmac:[0-9a-f]{8}>)(?P<tq>[^\"'\n]+)(?P=hq))")
 _ASSIGN_WORDS = re.compile("(?i)" + "|".join(ASSIGN_WORDS))
 _P_FLAG = re.compile(r"(?<!\S)-p(?P<sp>[ \t]*)(?![\-\s]|<redacted)(?P<v>\S+)")
 #: ``scheme://user:pass@``: anchored on ``://`` after a scheme character (a scheme run before it is
@@ -105,12 +113,12 @@ K8S_ANNOTATIONS = ("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-
                    "io.kubernetes.pod.uid", "io.kubernetes.container.name")
 CDI_PREFIX = "cdi.k8s.io/"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  #: hashed in Kubernetes API answers
-TOML_FILE_KEYS = ("_file", "_path", "_dir")  #: TOML keys naming a file are kept (``tls.key_file``)
-#: ``key = value`` with a bare, quoted or dotted key (TOML v1.0.0 "Keys")
-_TOML_KEY_PART = r"""(?:[\w\-]+|"[^"\n]*"|'[^'\n]*')"""
-_TOML_CRED = re.compile(rf"^(?P<k>\s*{_TOML_KEY_PART}(?:\s*\.\s*{_TOML_KEY_PART})*\s*=\s*)(?P<v>.*?)\s*$")
-_TOML_PLAIN = re.compile(r'"([^"\\]*)"|\'([^\']*)\'')
+TOML_FILE_KEYS = ("_file", "_path", "_dir")  #: config keys naming a file are kept (``tls.key_file``)
+#: config key parts that name a password without a :data:`CRED_WORDS` word (``DB_PASS``, ``passphrase``)
+CONFIG_PASS_WORDS = ("pass", "passphrase", "cookie", "private")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_FILE_KEY = re.compile(r"(?:[_\-.](?i:file|path|dir)|[a-z0-9](?:File|Path|Dir))\Z")  #: ``tlsKeyFile``, ``key-file``
+_KEY_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")  #: ``DB_PASS`` -> DB, PASS; ``sslPass`` -> ssl, Pass
 #: the ``text`` rule in a manifest note (pod logs, journal fields, package logs)
 TEXT_NOTE = (f"URL credentials, {'/'.join(AUTH_SCHEMES)} values, NAME=X for credential names, secret shapes "
              f"(detect-secrets: cloud and forge tokens, private keys, password/key/token assignments)")
@@ -121,10 +129,10 @@ TOML_CRED_KEYS = ("authorization", "proxy-authorization", "x-jfrog-art-api", "x-
 _REDACTED_VALUE = re.compile(r"^\W*redacted\b|^\*{3,}$", re.I)
 #: the policy's names, those of :mod:`forensics.redact_url` included
 __all__ = ["ASSIGN_WORDS", "AUTH_SCHEMES", "CDI_PREFIX", "CRED_WORDS", "ENV_ALLOW", "ENV_KEPT",
-           "LAST_APPLIED", "MARK", "RULES", "SCRUB_MIN", "TEXT_NOTE", "TOML_CRED_KEYS", "TOML_FILE_KEYS",
+           "CONFIG_PASS_WORDS", "LAST_APPLIED", "MARK", "RULES", "SCRUB_MIN", "TEXT_NOTE", "TOML_CRED_KEYS", "TOML_FILE_KEYS",
            "WORD_MARK", "api_annotation_hashed", "cred_name", "description", "env_kept", "is_redacted",
-           "kept_annotation", "redact_args", "redact_argv", "redact_bytes", "redact_containerd_toml",
-           "redact_env", "redact_message", "redact_spec", "redact_text", "redact_toml", "redact_url",
+           "kept_annotation", "redact_args", "redact_argv", "redact_bytes",
+           "redact_env", "redact_message", "redact_spec", "redact_text", "redact_url", "secret_key",
            "redact_url_credentials", "redacted", "scrub", "secret_parts", "url_secrets"]
 
 
@@ -151,9 +159,12 @@ RULES = (
              "this command line, upload destinations and URLs in messages: passwords, every query value and "
              "object-store path tokens (/p/<token>/); in a query shown without its URL, values of credential "
              "names"),
-    ("toml", f"in containerd's config.toml and its imports, on the parsed file: values of keys holding a "
-             f"credential word (registry auth), except keys ending in {_names(TOML_FILE_KEYS)}, header "
-             f"values of {_names(TOML_CRED_KEYS)}, and the text and shapes rules in every other string"),
+    ("config", f"in the configuration files stored (containerd, CRI-O and toolkit TOML, daemon.json, OCI hooks, "
+               f"CDI specs, device plugin settings, kubelet and k3s configs, unit and environment files), per format "
+               f"and on the parsed file where it parses: values of keys holding {_names(CRED_WORDS)} or a part "
+               f"{_names(CONFIG_PASS_WORDS)} (registry auth, HF_TOKEN=, password:), except keys ending in "
+               f"{_names(TOML_FILE_KEYS)}, header values of {_names(TOML_CRED_KEYS)}, argument lists by the args "
+               f"rule, and the text and shapes rules in every other string, comments included"),
     ("known secrets", "the upload's auth header and URL secrets wherever a message repeats them"),
 )
 
@@ -191,6 +202,21 @@ def cred_name(name: str) -> bool:
     return any(w in low for w in CRED_WORDS)
 
 
+def secret_key(name) -> bool:
+    """Whether a config key or env name names a secret (the ``config`` rule): it holds one of
+    :data:`CRED_WORDS` or is one of :data:`TOML_CRED_KEYS`, or one of its parts (split at ``_ - .`` and
+    camelCase) is one of :data:`CONFIG_PASS_WORDS` (``DB_PASS``, ``sslPassphrase``), and it does not
+    end in :data:`TOML_FILE_KEYS` (``tls.key_file``, ``tlsPrivateKeyFile``: a path). Any case."""
+    if not isinstance(name, str):
+        return False
+    low = name.lower()
+    if _FILE_KEY.search(name) or low.endswith(TOML_FILE_KEYS):
+        return False
+    if low in TOML_CRED_KEYS or cred_name(name):
+        return True
+    return any(p.lower() in CONFIG_PASS_WORDS for p in _KEY_PARTS.findall(name))
+
+
 def env_kept(name) -> bool:
     """Whether an env variable's value is kept: its name is one of :data:`ENV_KEPT` and holds no
     credential word (:data:`ENV_ALLOW`)."""
@@ -222,11 +248,25 @@ def redact_text(text: str, p_flag: bool = True) -> str:
     if any(s in low for s in _AUTH_LOW):
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
     if "=" in text and any(w in low for w in ASSIGN_WORDS):
-        text = _ASSIGN.sub(lambda m: (f"{m.group('name')}={redacted(m.group('v'))}"
-                                      if _ASSIGN_WORDS.search(m.group("name")) else m.group(0)), text)
+        text = _ASSIGN.sub(_assigned, text)
     if p_flag and "-p" in text:
         text = _P_FLAG.sub(lambda m: "-p" + m.group("sp") + redacted(m.group("v")), text)
     return text
+
+
+def _assigned(m) -> str:
+    if not _ASSIGN_WORDS.search(m.group("name")):
+        return m.group(0)
+    if m.group("h"):
+        return f"{m.group('name')}={m.group('h')}{redacted(m.group('t'))}"
+    if m.group("hq"):
+        q = m.group("hq")
+        return f"{m.group('name')}={q}{m.group('h2')}{redacted(m.group('tq'))}{q}"
+    if m.group("q"):
+        return f"{m.group('name')}={m.group('q')}{redacted(m.group('qv'))}{m.group('q')}"
+    if m.group("oq"):  # a quote never closed (password=';x): the run after it
+        return f"{m.group('name')}={m.group('oq')}{redacted(m.group('ov'))}"
+    return f"{m.group('name')}={redacted(m.group('v'))}"
 
 
 def redact_bytes(data: bytes) -> bytes:
@@ -257,9 +297,10 @@ def redact_env(entries: list) -> list:
     return out
 
 
-def redact_args(args: list) -> list:
-    """Redact an argv: values of credential-looking flags (``--token=X``, ``--password X``), the value
-    after ``-p`` and after a trailing ``Bearer``/``Basic``, and in every string :func:`redact_text`."""
+def redact_args(args: list, p_flag: bool = True) -> list:
+    """Redact an argv: values of credential-looking flags (``--token=X``, ``--password X``), with
+    ``p_flag`` the value after ``-p``, the value after a trailing ``Bearer``/``Basic``, and in every
+    string :func:`redact_text` (with ``p_flag``)."""
     out, hide_next = [], False
     for a in args:
         if not isinstance(a, str):
@@ -274,8 +315,8 @@ def redact_args(args: list) -> list:
         if eq and _cred_flag(flag):
             out.append(f"{flag}={redacted(value)}")
         else:
-            out.append(redact_text(a))
-        hide_next = _cred_flag(a) or a == "-p" or bool(_AUTH_SCHEME_LAST.search(a))
+            out.append(redact_text(a, p_flag))
+        hide_next = _cred_flag(a) or (p_flag and a == "-p") or bool(_AUTH_SCHEME_LAST.search(a))
     return out
 
 
@@ -354,80 +395,21 @@ def redact_argv(argv: list[str]) -> list[str]:
     """The command line as the manifest records it when redaction is on: the ``text`` rule in each
     argument (URL credentials, Bearer/Basic values, credential ``NAME=X``), and an argument that is a
     URL through :func:`redact_url` with ``keep_names=True`` (``--upload-url``'s presigned signature, a
-    ``?token=``). Raises nothing."""
+    ``?token=``), also one typed without its scheme (``bob:pw@prom:9090``). Raises nothing."""
     out = []
     for a in argv:
         a = redact_text(a, p_flag=False)
+        if not _URL.match(a) and _BARE_USERINFO.match(a):  # bob:pw@prom:9090, a URL typed without its scheme
+            a = redact_url("http://" + a, keep_names=True)[len("http://"):]
         out.append(redact_url(a, keep_names=True) if _URL.match(a) else a)
     return out
 
 
-def redact_toml(text: str) -> str:
-    """containerd TOML text with credentials replaced, line by line so that everything else stays as
-    written: the value of a ``key = value`` line whose last key part holds a credential word
-    (:data:`CRED_WORDS`: registry ``password``, ``auth``, ``identitytoken``) becomes
-    ``"<redacted hmac:XXXXXXXX>"`` (a TOML string, so the file still parses; a plain string's text is
-    what is hashed, so it matches the same value in an env), and ``scheme://user:pass@`` becomes
-    ``scheme://<redacted>@`` anywhere. A multi-line string value is not followed, and keys ending in
-    :data:`TOML_FILE_KEYS` (``tls.key_file``) are kept. Raises nothing."""
-    out = []
-    for line in text.split("\n"):
-        m = _TOML_CRED.match(line)
-        key = re.findall(_TOML_KEY_PART, m.group("k"))[-1].strip("\"'") if m else ""
-        if m and m.group("v") and cred_name(key) and not key.lower().endswith(TOML_FILE_KEYS):
-            value = m.group("v")
-            plain = _TOML_PLAIN.fullmatch(value)  # a plain string: hash its text
-            if plain:
-                value = plain.group(1) if plain.group(1) is not None else plain.group(2)
-            line = f'{m.group("k")}"{redacted(value)}"'
-        out.append(redact_url_credentials(line))
-    return "\n".join(out)
+#: ``user:password@host`` at the start of an argument with no ``scheme://`` (``--prometheus bob:pw@prom:9090``)
+_BARE_USERINFO = re.compile(r"[^\s/@:]+:[^\s/@]*@[^\s/@]")
 
 
 def is_redacted(value) -> bool:
     """Whether a recorded value was removed by a redaction: ``<redacted hmac:...>``, ``<redacted>``,
     ``REDACTED`` (this module) or another tool's ``***``."""
     return bool(_REDACTED_VALUE.match(str(value)))
-
-
-def _toml_value(key: str, value, cred: bool):
-    """A parsed TOML value with the ``toml`` rule applied: under a credential key (``cred``) every string
-    is hashed; tables are walked (``auth = {username = .., password = ..}`` keeps the user name)."""
-    if isinstance(value, dict):
-        return {k: _toml_value(k, v, _toml_cred(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_toml_value(key, v, cred) for v in value]
-    if isinstance(value, str):
-        return redacted(value) if cred else redact_text(value, p_flag=False)
-    return redacted(str(value)) if cred and not isinstance(value, bool) else value
-
-
-def _toml_cred(key: str) -> bool:
-    low = key.lower()
-    return (low in TOML_CRED_KEYS or cred_name(key)) and not low.endswith(TOML_FILE_KEYS)
-
-
-def redact_containerd_toml(text: str) -> tuple[str, list[str]]:
-    """containerd's ``config.toml`` (or an import, a ``hosts.toml``) as a bundle stores it, and what was
-    done, as ``(text, notes)``: the file is parsed (``tomllib``) and the ``toml`` rule applied to the
-    parsed values (:func:`_toml_value`: inline tables, header arrays, every string through the text and
-    shapes rules). A file with nothing to redact comes back byte for byte; otherwise the line rule
-    (:func:`redact_toml`, layout and comments kept) is used when its result parses to the redacted
-    values, else the redacted values are written as TOML (``tomli_w``) and the notes say so. A file that
-    does not parse gets the line rule, noted. The result parses whenever the input does. Raises
-    nothing (``RecursionError`` aside)."""
-    try:
-        doc = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as e:
-        return redact_toml(text), [f"not valid TOML ({str(e)[:120]}): credentials redacted line by line"]
-    safe = _toml_value("", doc, False)
-    if safe == doc:
-        return text, ["nothing to redact: stored as on the node"]
-    lines = redact_toml(text)
-    try:
-        if tomllib.loads(lines) == safe:
-            return lines, ["credential values redacted; every other line as on the node"]
-    except (tomllib.TOMLDecodeError, ValueError):
-        pass
-    return tomli_w.dumps(safe), ["credential values redacted on the parsed file, written back as TOML: "
-                                 "values as on the node, comments and layout not kept"]

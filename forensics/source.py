@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypedDict
 
 from . import hostfs
-from .artifact import Status, from_oserror
+from .artifact import Artifact, Status, from_oserror
 from .bundle import BundleWriter
 from .events import Coverage, Event, NodeFacts
 
@@ -157,6 +157,10 @@ class GpuContainer:
     id: str
 
 
+#: the message of a source not read because the time budget was spent (:meth:`CollectContext.budget_spent`)
+NOT_READ = "not read: the time budget (--time-budget) was spent"
+
+
 @dataclass
 class CollectContext:
     """What a collector's ``acquire(ctx)`` gets.
@@ -199,6 +203,27 @@ class CollectContext:
     def expired(self) -> bool:
         """True once the run's time budget (``--time-budget``) is spent."""
         return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def left(self, cap: float) -> float:
+        """Seconds a wait (a child, a read that can block) may still take: ``cap``, or what is left of the
+        run's time budget when that is less (0.0 once it is spent)."""
+        return cap if self.deadline is None else max(0.0, min(cap, self.deadline - time.monotonic()))
+
+    def budget_spent(self, source: str, method: str = "copy") -> Artifact | None:
+        """Call before reading the host source ``source``: ``None`` while the time budget lasts; once it is
+        spent, ``source`` is recorded as ``truncated`` with the message :data:`NOT_READ` (which
+        ``forensics.ops.pipeline.budget_cuts`` lists as cut by the budget), so that it is never silently
+        missing, and that record is returned (true: skip the read)."""
+        if not self.expired():
+            return None
+        return self.writer.record(Artifact(None, source, Status.TRUNCATED, method, message=NOT_READ))
+
+    def copy(self, source: str, rel: str, method: str = "copy", **kw) -> Artifact:
+        """:meth:`forensics.bundle.BundleWriter.copy` of the host file ``source`` (under ``root``) to ``rel``
+        (``kw``: its ``limit``, ``transform``, ``tail``...) while the time budget lasts; once it is spent the
+        file is not read, and the :meth:`budget_spent` record is returned instead."""
+        return self.budget_spent(source, method) or self.writer.copy(self.root, source, rel, method, **kw)
+
 
     @property
     def live(self) -> bool:
@@ -248,6 +273,13 @@ class Facts(TypedDict, total=False):
     metrics: dict
     #: collectors.kube: the node, its GPU pods, the device plugin DaemonSets, events (read-only API answers)
     kube: dict
+    #: collectors.nvidia_host: the host's driver state read from files that touch no GPU (the loaded module's
+    #: version, the user-space libraries and packages, the NVIDIA PCI functions, /proc/devices, the fabric
+    #: manager's unit and log, and nvidia-smi's answer when ``--nvidia-smi`` ran it); shape in that module
+    host_gpu: dict
+    #: collectors.kubelet: the kubelet's CPU, memory and topology manager policies (with where each was read),
+    #: cpu_manager_state, and the device-plugin checkpoint (which pod holds which GPU); shape in that module
+    kubelet: dict
 
 
 FACT_KEYS = frozenset(Facts.__annotations__)

@@ -127,7 +127,8 @@ _UNIT_S = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 def parse_span(text: str) -> timedelta | None:
     """``2h``, ``90m``, ``1h30m``, ``2 days``, ``1.5d`` as a :class:`timedelta` (units w, d, h, m(in),
-    s(ec) and their words, as systemd.time(7) spells them), or ``None`` when ``text`` is not one."""
+    s(ec) and their words, as systemd.time(7) spells them), or ``None`` when ``text`` is not one. Raises
+    ``ValueError`` for one longer than a :class:`timedelta` holds (999,999,999 days)."""
     pos, total, t = 0, 0.0, text.strip()
     while pos < len(t):
         m = _SPAN.match(t, pos)
@@ -136,12 +137,18 @@ def parse_span(text: str) -> timedelta | None:
         unit = m.group(2).lower()
         total += float(m.group(1)) * _UNIT_S["m" if unit.startswith("mi") else unit[0]]
         pos = m.end()
-    return timedelta(seconds=total) if t else None
+    try:
+        return timedelta(seconds=total) if t else None
+    except OverflowError:  # "99999999999d"
+        raise ValueError(f"duration {text!r} is too long") from None
 
 
 #: what a time on the command line may be (the usage errors name them)
 WHEN_FORMS = ("ISO 8601 with an offset (2026-07-11T12:34+09:00), a date or time without one read in the "
-              "node's zone (2026-07-11, 2026-07-11T12:34), now, today, yesterday, or a time ago (-2h, 2d, 90m ago)")
+              "node's zone (2026-07-11, 2026-07-11T12:34), a clock time there (14:00, yesterday 23:00), now, "
+              "today, yesterday, or a time ago (-2h, 2d, 90m ago)")
+#: a clock time as people type it: ``14:00``, ``9:05:30``, ``today 14:00``, ``yesterday 23:00``
+_CLOCK = re.compile(r"(?:(today|yesterday)\s+)?([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?", re.I)
 
 
 def parse_when(text: str, now: datetime, zone: Callable[[], tzinfo | None], *,
@@ -164,11 +171,15 @@ def parse_when(text: str, now: datetime, zone: Callable[[], tzinfo | None], *,
     sign = ago[:1] if ago[:1] in "+-" else ""
     span = parse_span(ago[1:] if sign else ago)
     if span is not None:
-        if sign == "+" and ago == low:
-            if base is None:
-                raise ValueError(f"time {text!r}: +DURATION counts from START, so it is for END only (START..+30m)")
-            return base + span, "relative", None, ()
-        return now.astimezone(UTC) - span, "relative", None, ()
+        if sign == "+" and ago == low and base is None:
+            raise ValueError(f"time {text!r}: +DURATION counts from START, so it is for END only (START..+30m)")
+        try:
+            return (base + span if sign == "+" and ago == low else now.astimezone(UTC) - span), "relative", None, ()
+        except OverflowError:  # "-3000000d": before the year 1
+            raise ValueError(f"time {text!r} is out of range") from None
+    clock = _CLOCK.fullmatch(low)
+    if clock:
+        return _clock_time(text, clock, now, zone, base)
     if low in ("today", "yesterday"):
         wall = None
     else:
@@ -191,6 +202,35 @@ def parse_when(text: str, now: datetime, zone: Callable[[], tzinfo | None], *,
         utc, flags = localize(wall, rules)
     except OverflowError:
         raise ValueError(f"time {text!r} is out of range once converted to UTC") from None
+    return utc, "local", wall, flags
+
+
+def _clock_time(text: str, m: re.Match, now: datetime, zone: Callable[[], tzinfo | None],
+                base: datetime | None) -> tuple[datetime, str, datetime, tuple[str, ...]]:
+    """:func:`parse_when` of a clock time (:data:`_CLOCK`): that wall time today (or yesterday) in the
+    node's zone. A bare START that lies after ``now`` is the day before's (``23:00`` typed at 01:00), flag
+    ``day-before``; a bare END is on START's day, or the day after when it would come before START
+    (``23:00..01:30``), flag ``day-after``. Raises ``ValueError`` when the node's zone is unknown."""
+    rules = zone()
+    if rules is None:
+        raise ValueError(f"time {text!r} is read in the node's zone, and the node's time zone is unknown "
+                         "(no /etc/localtime, /etc/timezone or /etc/sysconfig/clock under --root); write it with "
+                         "a date and an offset, e.g. 2026-07-11T12:34+09:00")
+    word, hh, mm, ss = m.groups()
+    if word is None and base is not None:  # a bare END: on START's day
+        day = base.astimezone(rules).date()
+    else:
+        day = now.astimezone(rules).date() - timedelta(days=1 if (word or "").lower() == "yesterday" else 0)
+    wall = datetime(day.year, day.month, day.day, int(hh), int(mm), int(ss or 0))
+    utc, flags = localize(wall, rules)
+    moved = None
+    if word is None and base is not None and utc < base:
+        moved, wall = "day-after", wall + timedelta(days=1)
+    elif word is None and base is None and utc > now:
+        moved, wall = "day-before", wall - timedelta(days=1)
+    if moved:
+        utc, flags = localize(wall, rules)
+        flags = (*flags, moved)
     return utc, "local", wall, flags
 
 
@@ -224,6 +264,26 @@ def local_iso(dt: datetime | None, zone: tzinfo) -> str | None:
     if dt is None:
         return None
     return dt.astimezone(zone).isoformat()
+
+
+def to_second(text) -> str:
+    """An ISO 8601 time of analysis.json as people read it in a table: ``2026-09-02 13:05:13 +09:00`` (the
+    offset it carries), ``2026-09-02 04:05:13 UTC`` for a ``Z`` or ``+00:00`` time; whole seconds (the
+    fraction is dropped, not rounded, so the order stays). ``""`` for ``None`` or ``""``; text that is not
+    such a time is returned as it is."""
+    if not text:
+        return ""
+    try:
+        dt = _dparser.isoparse(str(text).strip())
+    except (ValueError, OverflowError):
+        return str(text)
+    off = dt.utcoffset()
+    if off is None:
+        return dt.strftime("%Y-%m-%d %H:%M:%S")
+    if not off:
+        return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
+    z = dt.strftime("%z")
+    return f"{dt.strftime('%Y-%m-%d %H:%M:%S')} {z[:3]}:{z[3:5]}"
 
 
 def from_usec(usec: int) -> datetime:

@@ -15,6 +15,7 @@ escapes the text it keeps in comments, with math text off, so a requester named 
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -22,33 +23,37 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
-from matplotlib.path import Path as MplPath  # noqa: E402
-from matplotlib.textpath import TextPath  # noqa: E402
 
+from forensics.excerpt import cut  # noqa: E402
+
+from .charttime import offset, tzlabel, when  # noqa: E402
 from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, place_rows, style  # noqa: E402
 from .svginline import inline  # noqa: E402
+from .textwidth import SMALL, width_pt  # noqa: E402
 
 FONT = 12          # points at the drawn width; A4 print scales the picture to ~80 %, so ~9.6 pt on paper
-SMALL = 10.5
 WIDTH_IN = 9.6     # inches at 72 pt/in in SVG: 691 pt = ~920 CSS px
+#: the phone's picture (issue 28): 403 pt drawn in a 390 px screen's ~358 px keeps SMALL text at >= 9 CSS px
+PHONE_WIDTH_IN = 5.6
+_AXES_MARGIN_IN = 1.54  # about the lane names and the figure's margins beside a panel's plotting area
 MAX_ZOOMS = 8
 LANE_IN = 0.36        # inches between lanes
 LANE_BOTTOM = -0.95  # y limit below the lowest lane (lanes are at 0, 1, ..; the top one's limit is +0.5)
-AXES_PT = WIDTH_IN * 72 * 0.84  # about the width of a panel's plotting area, in points
+AXES_PT = (WIDTH_IN - _AXES_MARGIN_IN) * 72  # about the width of a panel's plotting area, in points
 LABEL_ROW_PT = SMALL * 1.45  # one row of the (level) reload labels above the journal lane
 LABEL_GAP_PT = SMALL * 0.8  # room between two labels of one row
 LABEL_SEP_PT = SMALL * 1.9  # reloads closer than this on the page share one label
 _SLACK = timedelta(minutes=1)  # a source that ends this close to the last evidence has no gap there
 MAX_MARKERS = 1500  # per kind and panel: denser markers are merged by pixel column
 
+#: numbers the ``gid`` of the reload labels and markers (unique in a picture; each figure restarts it)
+_GIDS = itertools.count()
 _RC = {"svg.fonttype": "path", "svg.hashsalt": "gpu-forensics", "text.usetex": False,
        "text.parse_math": False, "font.family": "DejaVu Sans", "font.size": FONT,
        "hatch.linewidth": 0.8, "axes.titlesize": FONT + 1}
@@ -58,6 +63,7 @@ _RC = {"svg.fonttype": "path", "svg.hashsalt": "gpu-forensics", "text.usetex": F
 class _Ctx:
     tz: timezone
     tzlabel: str
+    width_in: float = WIDTH_IN                     # the figure's width, inches
     lanes: tuple = LANES                           # the lanes drawn, top to bottom
     events: list = field(default_factory=list)     # (datetime UTC, lane, styles.Look, entry)
     by_kind: dict = field(default_factory=dict)    # look -> its events, in timeline order
@@ -70,20 +76,29 @@ class _Ctx:
     requesters: dict = field(default_factory=dict)  # reload time -> cause.requested_by
 
 
-def timeline_svg(a: dict, *, element_id: str = "timeline-chart") -> str:
+def timeline_svg(a: dict, *, element_id: str = "timeline-chart", width_in: float = WIDTH_IN) -> str:
     """Draw the analysis ``a`` (schema ``gpu-forensics/analysis/v1``) as an inline ``<svg>`` string.
 
     The root element carries ``id=element_id``, ``role="img"`` and a ``<title>``; it has no XML
     prolog or doctype, no external reference and no script, and its ids are prefixed with
     ``element_id`` so that it can sit inside report.html. It scales to its container's width (at
-    most ~920 px). Never raises on a valid analysis dict, including one with no incident, no event
-    or a single event; entries whose time does not parse are left out.
+    most ~920 px; ``width_in`` inches at 96 px each: :data:`PHONE_WIDTH_IN` draws the phone's
+    picture, with shorter titles, fewer ticks and a two-column legend). Never raises on a valid analysis
+    dict, including one with no incident, no event or a single event; entries whose time does not parse
+    are left out.
     """
     buf = io.StringIO()
     with matplotlib.rc_context(_RC):
-        fig = _figure(a)
+        fig = _figure(a, width_in)
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     return inline(buf.getvalue(), element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
+
+
+def figures(a: dict) -> str:
+    """The two pictures report.html holds: :func:`timeline_svg` for a desktop or paper (``id``
+    ``timeline-chart``) and for a phone (``timeline-chart-phone``, :data:`PHONE_WIDTH_IN` wide); the
+    page's CSS shows one of them."""
+    return timeline_svg(a) + timeline_svg(a, element_id="timeline-chart-phone", width_in=PHONE_WIDTH_IN)
 
 
 def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
@@ -96,15 +111,19 @@ def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
 
 # -- the model: what to draw, from the JSON ---------------------------------------------------------
 
-def _figure(a: dict) -> Figure:
+def _figure(a: dict, width_in: float = WIDTH_IN) -> Figure:
+    global _GIDS
+    _GIDS = itertools.count()  # the same analysis gives the same picture, ids too
     ctx = _context(a)
+    ctx.width_in = width_in
+    phone = width_in < WIDTH_IN
     times = [t for t, *_ in ctx.events] + [t for _, _, s, e in ctx.windows for t in (s, e)]
     times += [t for g in ctx.gaps for t in g[3:5] if t] + [t for t, _ in ctx.inferred]
-    collected = _when(a.get("collected_at"))
+    collected = when(a.get("collected_at"))
     if collected:
         times.append(collected)
     if not times:
-        fig = Figure(figsize=(WIDTH_IN, 1.5), layout="constrained")
+        fig = Figure(figsize=(width_in, 1.5), layout="constrained")
         ax = fig.add_subplot()
         ax.set_axis_off()
         ax.text(0.5, 0.5, "No dated evidence to draw: the bundle holds no timed event, incident or gap.",
@@ -116,17 +135,19 @@ def _figure(a: dict) -> Figure:
         lo, hi = mid - timedelta(hours=1), mid + timedelta(hours=1)
     ctx.first, ctx.last = lo, hi
     pad = (hi - lo) * 0.02
-    panels = [(lo - pad, hi + pad, f"{_txt(a.get('node') or 'node', 60)}: all evidence, "
-               f"{_day(lo, ctx)} .. {_day(hi, ctx)}", True)]
+    span = f"{_day(lo, ctx)} .. {_day(hi, ctx)}"
+    panels = [(lo - pad, _room_right(ctx, lo - pad, hi + pad), f"All evidence, {span}" if phone else
+               f"{_txt(a.get('node') or 'node', 60)}: all evidence, {span}", True)]
     for iid, label, s, e in ctx.windows[:MAX_ZOOMS]:
         pad = max((e - s) * 0.2, timedelta(seconds=60))
         name = f"{iid} \u201c{_txt(label, 40)}\u201d" if label else iid
-        panels.append((s - pad, e + pad, f"Incident {name} window, zoomed: {_stamp(s, ctx)} .. {_stamp(e, ctx)}",
-                       False))
+        title = (f"{iid} zoomed: {_stamp(s, ctx)} .. {_stamp(e, ctx, seconds=True)}" if phone else
+                 f"Incident {name} window, zoomed: {_stamp(s, ctx)} .. {_stamp(e, ctx)}")
+        panels.append((s - pad, _room_right(ctx, s - pad, e + pad), title, False))
     labels = [_reload_labels(ctx, p[0], p[1], p[3]) for p in panels]
     tops = [len(ctx.lanes) - 0.5 + _label_height_pt(lb) / 72 / LANE_IN for lb in labels]
     heights = [(top - LANE_BOTTOM) * LANE_IN for top in tops]
-    fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.95 * len(panels) + 0.8), layout="constrained")
+    fig = Figure(figsize=(width_in, sum(heights) + 0.95 * len(panels) + 0.8), layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (plo, phi, title, overview), lb, top in zip(axes, panels, labels, tops):
         _panel(ax, ctx, plo, phi, title, overview, lb, top)
@@ -138,22 +159,24 @@ def _figure(a: dict) -> Figure:
 
 
 def _context(a: dict) -> _Ctx:
-    tz = _offset(((a.get("timezone") or {}).get("utc_offset")))
-    ctx = _Ctx(tz=tz, tzlabel=_tzlabel(a, tz))
+    tz = offset(((a.get("timezone") or {}).get("utc_offset")))
+    ctx = _Ctx(tz=tz, tzlabel=tzlabel(a, tz))
     for inc in a.get("incidents") or []:
         w = inc.get("window") or {}
-        s, e = _when(w.get("start")), _when(w.get("end"))
+        s, e = when(w.get("start")), when(w.get("end"))
         if s and e:
             ctx.windows.append((_txt(inc.get("id") or "?", 12), inc.get("label"), min(s, e), max(s, e)))
         for c in inc.get("causes") or []:
-            t, rb = _when(c.get("at")), c.get("requested_by")
-            if c.get("kind") == "daemon-reload" and t and rb:
+            t, rb = when(c.get("at")), c.get("requested_by")
+            if t and rb:  # a cause that names who asked for it (a reload's requester)
                 ctx.requesters[t] = rb
     for e in a.get("timeline") or []:
-        t, st = _when(e.get("at")), style(e)
+        t, st = when(e.get("at")), style(e)
         if t and st:
             ctx.events.append((t, *st, e))
-    drawn = {lane for _, lane, *_ in ctx.events}
+    # an optional lane is drawn when an event falls in it, or a source of it left a gap (no kernel log)
+    drawn = {lane for _, lane, *_ in ctx.events} | {lane for g in a.get("gaps") or []
+                                                    for lane in gap_lanes(str(g.get("source") or ""))}
     ctx.lanes = LANES + tuple(lane for lane in OPTIONAL_LANES if lane in drawn)
     for ev in ctx.events:
         ctx.by_kind.setdefault(ev[2], []).append(ev)
@@ -171,7 +194,7 @@ def _context(a: dict) -> _Ctx:
     for lane, gs in per_lane.items():
         for i, g in enumerate(gs):
             cov = g.get("covers") or {}
-            ctx.gaps.append((lane, i, len(gs), _when(cov.get("start")), _when(cov.get("end")),
+            ctx.gaps.append((lane, i, len(gs), when(cov.get("start")), when(cov.get("end")),
                              str(g.get("source")), str(g.get("reason") or "")))
     return ctx
 
@@ -194,11 +217,14 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
     ax.tick_params(axis="y", length=0)
     for v in y.values():
         ax.axhline(v, color="#dddddd", lw=0.8, zorder=0)
-    loc = mdates.AutoDateLocator(tz=ctx.tz, minticks=4, maxticks=9)
+    loc = mdates.AutoDateLocator(tz=ctx.tz, minticks=3 if ctx.width_in < WIDTH_IN else 4,
+                                 maxticks=6 if ctx.width_in < WIDTH_IN else 9)  # 6: each range finds a step
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=ctx.tz))
     ax.tick_params(axis="x", labelsize=SMALL + 0.5)
-    ax.set_xlabel(f"node time, {ctx.tzlabel}", fontsize=SMALL + 0.5)
+    phone = ctx.width_in < WIDTH_IN
+    ax.set_xlabel(ctx.tzlabel if phone else f"node time, {ctx.tzlabel}", fontsize=SMALL + 0.5,
+                  loc="left" if phone else "center")
     ax.set_title(title, loc="left", fontsize=FONT + 1)
     ax.grid(axis="x", color="#eeeeee", lw=0.8)
     width = hi - lo
@@ -214,7 +240,8 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
             ax.text(max(s2, lo), LANE_BOTTOM + 0.08, f" {iid}", fontsize=SMALL, va="bottom", color="#8a5300",
                     zorder=4)
         else:
-            for x, text, ha in ((s2, "last known good ", "right"), (e2, " first known bad", "left")):
+            words = ("last good ", " first bad") if phone else ("last known good ", " first known bad")
+            for x, text, ha in ((s2, words[0], "right"), (e2, words[1], "left")):
                 if lo <= x <= hi:
                     ax.text(x, LANE_BOTTOM + 0.08, text, fontsize=SMALL, ha=ha, va="bottom", color="#8a5300",
                             zorder=4)
@@ -226,7 +253,8 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
             _markers(ax, pts, look, lo, hi)
     for t, _rb in ctx.inferred:
         if lo <= t <= hi:
-            ax.plot([t], [y["journal"]], marker="v", ms=11, mfc="white", mec="#b00020", mew=1.6, ls="", zorder=5)
+            ax.plot([t], [y["journal"]], marker="v", ms=11, mfc="white", mec="#b00020", mew=1.6, ls="", zorder=5,
+                    gid=f"reload-markers-{next(_GIDS)}")
     _draw_labels(ax, labels, y["journal"])
 
 
@@ -239,7 +267,8 @@ def _markers(ax, pts, look, lo, hi) -> None:
         pts = list(cols.values())
     xs, ys = zip(*pts)
     ax.plot(xs, ys, marker=marker, ms=size, ls="", mfc=colour if filled else "white", mec=colour,
-            mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if look == RELOAD else 3)
+            mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if look == RELOAD else 3,
+            gid=f"reload-markers-{next(_GIDS)}" if look == RELOAD else None)
 
 
 def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
@@ -266,13 +295,17 @@ def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
                     bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.9})
 
 
-def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str, int, str]]:
-    """The reload labels of one panel: ``(time, text, row, ha)``, one per cluster of reloads closer than a
-    label's height (a package run reloads several times a second); level, in rows (styles.place_rows)."""
+def _axes_pt(ctx: _Ctx) -> float:  # about the width of a panel's plotting area, in points
+    return (ctx.width_in - _AXES_MARGIN_IN) * 72
+
+
+def _clusters(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str]]:
+    """The reload labels of one panel, ``(time, text)``: one per cluster of reloads closer than a label's
+    height (a package run reloads several times a second), at the cluster's first reload."""
     items = [(t, _requester(e, ctx)) for t, _, _, e in _between(ctx, RELOAD, lo, hi)]
     items += [(t, _who(rb) + " (inferred)") for t, rb in ctx.inferred if lo <= t <= hi]
     items.sort(key=lambda x: x[0])
-    sep = (hi - lo) * LABEL_SEP_PT / AXES_PT
+    sep = (hi - lo) * LABEL_SEP_PT / _axes_pt(ctx)
     clusters: list[list] = []
     for t, who in items:
         if clusters and t - clusters[-1][0][0] < sep:
@@ -283,13 +316,43 @@ def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, st
     for c in clusters:
         whos = list(dict.fromkeys(w for _, w in c))
         text = _txt(", ".join(whos), 36) + (f" \u00d7{len(c)}" if len(c) > 1 else "")
+        if overview and len(c) > 1 and width_pt(text) > _axes_pt(ctx) / 3:  # a phone: the zooms name them
+            text = f"{len(c)} reloads"
         out.append((c[0][0], text if overview else f"{text} {_stamp(c[0][0], ctx, seconds=True)}"))
-    spans = []
-    for t, text in out:
-        x, w = (t - lo) / (hi - lo) * AXES_PT, _width_pt(text)
-        spans.append((x, x + w) if x + w <= AXES_PT else (x - w, x))  # near the right edge: ends at its reload
-    return [(t, text, row, "left" if span[0] == (t - lo) / (hi - lo) * AXES_PT else "right")
-            for (t, text), span, row in zip(out, spans, place_rows(spans, LABEL_GAP_PT))]
+    return out
+
+
+def _room_right(ctx: _Ctx, lo: datetime, hi: datetime) -> datetime:
+    """``hi``, moved on so that the last reload label of the panel ``lo`` .. ``hi`` fits on its right,
+    starting at its reload (else it would have to end there, over the reloads before it)."""
+    labels = _clusters(ctx, lo, hi, True)
+    if not labels:
+        return hi
+    t, text = labels[-1]
+    axes, w = _axes_pt(ctx), width_pt(text) + LABEL_GAP_PT
+    x = (t - lo) / (hi - lo) * axes
+    if x + w <= axes or w >= axes / 2:
+        return hi
+    return lo + (t - lo) * (axes / (axes - w))
+
+
+def _reload_labels(ctx: _Ctx, lo, hi, overview: bool) -> list[tuple[datetime, str, int, str]]:
+    """The reload labels of one panel: ``(time, text, row, ha)``, each drawn at its own reload: starting
+    there (``ha`` left) or ending there (right), on the side where it spans no other labelled reload when
+    one does; level, in rows (styles.place_rows)."""
+    out = _clusters(ctx, lo, hi, overview)
+    axes = _axes_pt(ctx)
+    xs = [(t - lo) / (hi - lo) * axes for t, _ in out]
+    spans, sides = [], []
+    for i, ((t, text), x) in enumerate(zip(out, xs)):
+        w = width_pt(text)
+        others = [o for j, o in enumerate(xs) if j != i]
+        fits = [(a, b, ha) for a, b, ha in ((x, x + w, "left"), (x - w, x, "right")) if a >= 0 and b <= axes]
+        clear = [f for f in fits if not any(f[0] - LABEL_GAP_PT / 2 < o < f[1] + LABEL_GAP_PT / 2 for o in others)]
+        a, b, ha = (clear or fits or [(x, x + w, "left")])[0]
+        spans.append((a, b))
+        sides.append(ha)
+    return [(t, text, row, ha) for (t, text), ha, row in zip(out, sides, place_rows(spans, LABEL_GAP_PT))]
 
 
 def _label_height_pt(labels) -> float:
@@ -298,49 +361,14 @@ def _label_height_pt(labels) -> float:
     return rows * LABEL_ROW_PT + SMALL * 0.4 if rows else SMALL * 1.6
 
 
-def _width_pt(text: str) -> float:
-    return _ink_width(TextPath((0, 0), text.replace("$", "S"), size=SMALL, prop=FontProperties(family="DejaVu Sans")))
-
-
-_PLAIN_CODES = (MplPath.MOVETO, MplPath.LINETO, MplPath.CURVE3, MplPath.CLOSEPOLY)
-
-
-def _ink_width(path) -> float:
-    """``path.get_extents().width``, computed for all segments at once: the same points (segment ends,
-    and each quadratic's x extremum), without a Python object per Bézier segment (a label's glyphs hold
-    hundreds). Paths of another shape (cubic curves, a stray CLOSEPOLY) go to ``get_extents``."""
-    v, c = path.vertices, path.codes
-    n = len(v)
-    if (c is None or n == 0 or c[0] != MplPath.MOVETO or not np.isin(c, _PLAIN_CODES).all()
-            or not np.isfinite(v).all()):
-        return path.get_extents().width
-    close = np.flatnonzero(c == MplPath.CLOSEPOLY)
-    if (c[np.minimum(close + 1, n - 1)][close + 1 < n] != MplPath.MOVETO).any():
-        return path.get_extents().width  # a segment starting at a CLOSEPOLY vertex
-    x = v[:, 0]
-    quad = c == MplPath.CURVE3  # two vertices per segment: control point, end point
-    at = np.arange(n)
-    run = np.maximum.accumulate(np.where(quad & ~np.r_[False, quad[:-1]], at, 0))
-    ctrl = quad & ((at - run) % 2 == 0)
-    i = np.flatnonzero(ctrl)
-    if len(i) and (i[-1] + 1 >= n or not quad[i + 1].all()):
-        return path.get_extents().width
-    p0, p1, p2 = x[i - 1], x[i], x[i + 1]
-    d = p0 - 2 * p1 + p2
-    p0, p1, p2, d = (a[np.abs(2 * d) >= 1e-12] for a in (p0, p1, p2, d))  # as bezier._real_roots_in_01
-    t = (p0 - p1) / d
-    inside = (t >= 0) & (t <= 1)
-    p0, p1, p2, t = p0[inside], p1[inside], p2[inside], t[inside]
-    xs = np.concatenate([x[(c == MplPath.MOVETO) | (c == MplPath.LINETO) | (quad & ~ctrl)],
-                         (1 - t) ** 2 * p0 + 2 * t * (1 - t) * p1 + t ** 2 * p2])
-    return float(xs.max() - xs.min())
-
-
 def _draw_labels(ax, labels, yj) -> None:
-    # level, in the rows _reload_labels chose; one near the right edge ends at its reload (ha right)
+    # level, in the rows _reload_labels chose, each starting (ha left) or ending (ha right) at its reload,
+    # with a thin line from the label down to the marker; the gid names them for tests and readers
     for t, text, row, ha in labels:
-        ax.text(t, yj + 0.32 + row * LABEL_ROW_PT / 72 / LANE_IN, text, ha=ha, va="bottom",
-                fontsize=SMALL, color="#7a0016", zorder=6, clip_on=False)
+        y = yj + 0.32 + row * LABEL_ROW_PT / 72 / LANE_IN
+        ax.plot([t, t], [yj + 0.2, y + 0.3], color="#7a0016", lw=0.6, zorder=4)
+        ax.text(t, y, text, ha=ha, va="bottom", fontsize=SMALL, color="#7a0016", zorder=6, clip_on=False,
+                gid=f"reload-label-{next(_GIDS)}")
 
 
 def _legend(fig, ctx: _Ctx) -> None:
@@ -352,14 +380,15 @@ def _legend(fig, ctx: _Ctx) -> None:
                               label="daemon-reload (inferred)"))
     handles.append(Patch(facecolor="#ffe0b2", edgecolor="#c77700", ls="--", label="incident window"))
     handles.append(Patch(facecolor="#f2f2f2", edgecolor="#666666", hatch="///", label="no evidence (gap)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(5, len(handles)), fontsize=SMALL,
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(2 if ctx.width_in < WIDTH_IN else 5, len(handles)),
+               fontsize=SMALL,
                frameon=False)
 
 
 # -- text and time helpers ------------------------------------------------------------------------------
 
 def _requester(e: dict, ctx: _Ctx) -> str:
-    t = _when(e.get("at"))
+    t = when(e.get("at"))
     rb = next((rb for ct, rb in ctx.requesters.items() if t and abs(ct - t) < timedelta(seconds=1)), None)
     if rb:
         return _who(rb) + (" (inferred)" if rb.get("basis") == "inferred" else "")
@@ -373,51 +402,13 @@ def _who(rb: dict) -> str:
 
 
 def _txt(s, limit: int = 60) -> str:
-    """Evidence text made safe for a label: printable characters only, one line, at most ``limit``."""
-    s = "".join(c if c.isprintable() else "?" for c in str(s))
-    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+    """Evidence text made safe for a label: printable characters only, one line, at most ``limit``, cut
+    between words (``…`` where cut)."""
+    return cut("".join(c if c.isprintable() else "?" for c in str(s)), limit)
 
 
 def _first_clause(reason: str) -> str:
     return re.split(r"[;:(]", reason, maxsplit=1)[0].strip() or "not covered"
-
-
-def _when(text) -> datetime | None:
-    if not text:
-        return None
-    try:
-        dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt.astimezone(timezone.utc) if dt.tzinfo else None
-
-
-def _offset(text) -> timezone:
-    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", str(text or "").strip())
-    if not m:
-        return timezone.utc
-    delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
-    return timezone(-delta if m.group(1) == "-" else delta)
-
-
-def _tzlabel(a: dict, tz: timezone) -> str:
-    """``KST / UTC+09:00``: the zone's abbreviation when the analysing machine knows the zone and it
-    matches the offset, else the offset alone."""
-    off = tz.utcoffset(None)
-    sign = "-" if off < timedelta(0) else "+"
-    mins = abs(int(off.total_seconds())) // 60
-    utc = f"UTC{sign}{mins // 60:02d}:{mins % 60:02d}"
-    name = (a.get("timezone") or {}).get("name")
-    try:
-        from zoneinfo import ZoneInfo
-        at = _when(a.get("collected_at")) or datetime.now(timezone.utc)
-        z = ZoneInfo(str(name))
-        abbr = z.tzname(at)
-        if abbr and abbr[0].isalpha() and z.utcoffset(at) == off:
-            return f"{_txt(abbr, 8)} / {utc}"
-    except Exception:  # unknown or missing zone name: the offset says it all
-        pass
-    return utc
 
 
 def _day(t: datetime, ctx: _Ctx) -> str:

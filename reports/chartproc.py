@@ -9,7 +9,7 @@ child draws; :meth:`ChartChild.svg` takes the picture back. The parent writes ev
 
 The child is only a faster path to the same bytes: when it cannot be forked (threads already run, so a
 forked child could inherit a lock held by one of them; no ``os.fork``) or gives no picture (it failed,
-died or was killed), the parent draws in-process with :func:`reports.chart.timeline_svg`, so the
+died or was killed), the parent draws in-process with :func:`reports.chart.figures`, so the
 output and any error are those of drawing it there.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ class ChartChild:
             self._to = -1
 
     def svg(self, a: dict) -> str:
-        """The picture of ``a``, as :func:`reports.chart.timeline_svg` draws it: the child's, or drawn
+        """The pictures of ``a``, as :func:`reports.chart.figures` draws them: the child's, or drawn
         here when there is no child or it gave none (its error, if any, is raised here as it would be
         without a child)."""
         self.send(a)
@@ -126,8 +126,8 @@ class ChartChild:
         if answer and answer[:1] == b"0":
             self.from_child = True
             return answer[1:].decode("utf-8")
-        from .chart import timeline_svg  # matplotlib is imported here only when the child gave no picture
-        return timeline_svg(a)
+        from .chart import figures  # matplotlib is imported here only when the child gave no picture
+        return figures(a)
 
     def close(self) -> None:
         """End the child (if it still runs) and reap it; idempotent."""
@@ -160,16 +160,16 @@ def _child(inp: int, out: int) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     gc.freeze()  # the parent's objects: never walked again here, nor their pages copied for it
     try:
-        from .chart import timeline_svg
+        from .chart import figures
     except Exception:
-        timeline_svg = None
+        figures = None
     data = _read_frame(inp)
     if data is None:
         return 0
     try:
-        if timeline_svg is None:
+        if figures is None:
             raise ImportError("reports.chart")
-        answer = b"0" + timeline_svg(pickle.loads(data)).encode("utf-8")
+        answer = b"0" + figures(pickle.loads(data)).encode("utf-8")
     except Exception:
         answer = b"1"
     try:

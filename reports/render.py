@@ -17,13 +17,23 @@ import markupsafe
 from dateutil import parser as _dparser
 
 from forensics.events import is_context
-from forensics.timeutil import within
+from forensics.timeutil import to_second, within
+from forensics.words import count_of
 
 from . import ticket
+from .timeline import inert
+
+
+def _finalize(value):
+    """Every ``{{ }}`` of the templates: evidence text with its control characters made visible
+    (:func:`reports.timeline.inert`, so a page printed on a terminal cannot drive it), then autoescaped;
+    markup the renderer built (``Markup``: the inline SVG) and non-text values as they are."""
+    return inert(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
+
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
-                          trim_blocks=True, lstrip_blocks=True)
+                          trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
 md = ticket.md  # the Markdown escaping, kept here for the callers that import it from render
 
 
@@ -39,7 +49,24 @@ def shown(value) -> str:
     return str(value)
 
 
-_ENV.filters["shown"] = shown
+def what(e: dict) -> markupsafe.Markup:
+    """A timeline row's "What" cell, escaped: its summary; when the summary is a cut of a longer line
+    (it holds ``…`` and the event keeps the line in ``attrs.message``), the summary opens onto the
+    whole line (``<details>``), one click away. Control characters become visible escapes, as everywhere."""
+    summary = inert(str(e.get("summary") or ""))  # built as Markup: the template's finalize does not see it
+    full = (e.get("attrs") or {}).get("message") if "…" in summary else None
+    if not full or not isinstance(full, str):
+        return markupsafe.escape(summary)
+    return markupsafe.Markup('<details class="more"><summary>{}</summary>{}</details>').format(summary, inert(full))
+
+
+def _all_excluded(verdicts) -> bool:
+    """Jinja test: every ``{"verdict"}`` of a ``causes_checked[].incidents`` is ``excluded``."""
+    return bool(verdicts) and all(v.get("verdict") == "excluded" for v in verdicts)
+
+
+_ENV.filters.update(shown=shown, sec=to_second, count_of=count_of, what=what)
+_ENV.tests["all_excluded"] = _all_excluded
 
 
 #: events of context kinds (forensics.events.Kind.context) are shown only this close to an incident window
@@ -78,13 +105,15 @@ def _html_parts(a: dict, chart=None, meanwhile=None) -> Iterator[str]:
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
     if chart is None:
-        from .chart import timeline_svg  # matplotlib is imported only when a picture is drawn
-        # timeline_svg escapes every text it draws (matplotlib's SVG writer), so its output is markup
-        svg = markupsafe.Markup(timeline_svg(a))
+        from .chart import figures  # matplotlib is imported only when a picture is drawn
+        # figures escapes every text it draws (matplotlib's SVG writer), so its output is markup
+        svg = markupsafe.Markup(figures(a))
     else:
         svg = _Pending()
+    fix, first_cmds = ticket.first_commands(a)
+    broke = ticket.broke_sentence((a.get("headline") or {}).get("broke"))
     parts = _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
-                                                          chart=svg)
+                                                          chart=svg, fix=fix, first_cmds=first_cmds, broke=broke)
     return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a, meanwhile), a)
 
 
@@ -125,10 +154,11 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
     yield from rest
 
 
-#: ticket bodies beyond this many characters are shortened (about two screens; Jira's own field limit is
+#: ticket bodies beyond this many characters are shortened (about four screens; Jira's own field limit is
 #: 32,767, GitHub's comment limit 65,536). 4000 could not hold the demo's five remedies whole, with their
-#: needs and breaks; report.html has everything
-MD_LIMIT = 8000
+#: needs and breaks; 8000 could not hold the fourteen causes checked for each of its two incidents (issue
+#: 26); report.html has everything
+MD_LIMIT = 16000
 
 
 def markdown(a: dict, flavor: str = "markdown") -> str:
@@ -225,7 +255,7 @@ def integrity_banner(a: dict, markdown: bool | str = False) -> str:
     if not i or i.get("verified", True):
         return ""
     problems = i.get("problems") or []
-    text = (f"TAMPERED OR DAMAGED BUNDLE: it does not match its manifest ({len(problems)} problems: "
+    text = (f"TAMPERED OR DAMAGED BUNDLE: it does not match its manifest ({count_of(len(problems), 'problem')}: "
             + "; ".join(str(p) for p in problems[:3]) + (" ..." if len(problems) > 3 else "") + ")."
             + (" Analysed anyway (--allow-tampered): nothing below can be taken as evidence."
                if i.get("analysed_anyway") else ""))

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 #: the lanes always drawn, top to bottom
 LANES = ("journal", "packages", "containers", "DCGM", "GPU capacity")
 #: lanes drawn below those only when an event falls in them (the demo node has no Kubernetes evidence)
-OPTIONAL_LANES = ("Kubernetes",)
+OPTIONAL_LANES = ("kernel", "Kubernetes")
 #: gap ``source`` -> the lanes it limits (:func:`gap_lanes` matches other names by substring)
 GAP_LANES = {"journal": ("journal",), "dpkg": ("packages",), "apt": ("packages",),
              "unattended-upgrades": ("packages",), "packages": ("packages",),
              "containers": ("containers",), "containerd": ("containers",), "kubelet": ("containers",),
              "dcgm": ("DCGM",), "dcgm-exporter": ("DCGM",), "capacity": ("GPU capacity",),
-             "prometheus": ("DCGM", "GPU capacity")}
+             "prometheus": ("DCGM", "GPU capacity"), "kernel": ("kernel",), "kern.log": ("kernel",),
+             "kmsg": ("kernel",)}
 _GAP_SUBSTRINGS = (("prom", ("DCGM", "GPU capacity")), ("dcgm", ("DCGM",)), ("capacity", ("GPU capacity",)),
                    ("journal", ("journal",)), ("contain", ("containers",)), ("oci", ("containers",)),
                    ("cdi", ("containers",)), ("dpkg", ("packages",)), ("apt", ("packages",)),
@@ -60,10 +61,15 @@ _KUBE_CONDITION = Look("node condition change", "s", "#00838f", 8, False)
 _KUBE_TERMINATED = Look("container terminated", "x", "#00838f", 9, True)
 _SYMPTOM = Look("other GPU failure (not EPERM)", "h", "#8d6e63", 9, True)
 _FORGED = Look("forged PID 1/kubelet line (red flag)", "d", "#ff00aa", 10, False)
+_XID = Look("Xid (kernel)", "*", "#b00020", 11, True)
+_GPU_LOST = Look("GPU fell off the bus / API mismatch", "X", "#4a0010", 11, True)
+_OOM = Look("OOM kill", "v", "#5d4037", 9, False)
+_UPDATE = Look("runtime UpdateContainerResources", ">", "#d35400", 9, True)
 
 #: every look, in drawing and legend order (a later one is drawn over an earlier one)
 LOOKS = (RELOAD, _REEXEC, _BOOT, _NVML, _APT, _UNATTENDED, _DPKG, _CREATED, _RUNC_WARNING, PROBE_OK, PROBE_FAILED,
-         _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, _SYMPTOM, _FORGED, OTHER)
+         _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, _SYMPTOM, _FORGED, _XID, _GPU_LOST, _OOM,
+         _UPDATE, OTHER)
 
 #: kind -> ``(lane, look)``; ``None`` for the kinds not drawn as markers (incident windows are shaded).
 #: A ``container.probe`` whose result is one of :data:`PROBE_ERRORS` is drawn as :data:`PROBE_FAILED`.
@@ -95,6 +101,14 @@ STYLES: dict[str, tuple[str, Look] | None] = {
     "kube.event": ("Kubernetes", _KUBE_EVENT),
     "kube.node-condition": ("Kubernetes", _KUBE_CONDITION),
     "kube.container-terminated": ("Kubernetes", _KUBE_TERMINATED),
+    "kernel.xid": ("kernel", _XID),
+    "kernel.gpu-lost": ("kernel", _GPU_LOST),
+    "kernel.api-mismatch": ("kernel", _GPU_LOST),
+    "kernel.oom-kill": ("kernel", _OOM),
+    "kernel.nvrm": ("kernel", OTHER),
+    "kernel.pcie-error": ("kernel", OTHER),
+    "runtime.update-resources": ("containers", _UPDATE),
+    "metrics.xid": ("DCGM", _XID),
     "incident.start": None,
     "incident.end": None,
 }

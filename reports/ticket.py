@@ -18,31 +18,45 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from forensics.timeutil import to_second
+from forensics.words import count_of
+
+from .timeline import inert
+
 #: the droppable sections, first dropped first
 DROP_ORDER = ("alerts", "excluded-causes", "containers", "checks", "causes", "contradictions")
 
 _MD_SPECIAL = re.compile(r"([\\<>\[\]|`])")
-_JIRA_SPECIAL = re.compile(r"([\\\[\]|{}*_+^~!#]|(?<!\S)-)")
+_JIRA_SPECIAL = re.compile(r"([\\|\[\]{}*_+^~!#]|(?<!\S)-)")
+_JIRA_ENTITIES = {"\\": "&#92;", "|": "&#124;"}
 _LINE_BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
 
 
 def md(value) -> str:
     """Evidence text made inert in Markdown: a backslash, ``<``, ``>``, ``[``, ``]``, ``|`` and backticks
     are escaped with a backslash, so no HTML tag, link, table cell or code span can be opened from the
-    evidence, and line breaks become spaces, so no heading, list or block can be started. ``None``
-    becomes the empty string."""
+    evidence, and line breaks become spaces, so no heading, list or block can be started; any other
+    control character becomes a visible escape (:func:`reports.timeline.inert`: no ESC reaches a terminal
+    showing the text). ``None`` becomes the empty string."""
     if value is None:
         return ""
-    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(value)))
+    return _MD_SPECIAL.sub(r"\\\1", inert(_LINE_BREAKS.sub(" ", str(value))))
 
 
 def jira(value) -> str:
-    """Evidence text made inert in Jira wiki markup: the characters that open a link, table cell, macro
-    or text effect (``[ ] | { } * _ + ^ ~ ! # -`` and the backslash) get a backslash; line breaks become
-    spaces. ``None`` becomes ``""``."""
+    """Evidence text made inert in Jira wiki markup: the characters that open a link, macro or text effect
+    (``[ ] { } * _ + ^ ~ ! # -``) get a backslash; a backslash and ``|`` become the entities ``&#92;`` and
+    ``&#124;`` (Jira reads ``\\\\`` as a line break, and a table cell ends at ``|`` whatever precedes it in
+    some renderers); line breaks become spaces; other control characters become visible escapes (as
+    :func:`md`). ``None`` becomes ``""``."""
     if value is None:
         return ""
-    return _JIRA_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(value)))
+    return _JIRA_SPECIAL.sub(_jira_one, inert(_LINE_BREAKS.sub(" ", str(value))))
+
+
+def _jira_one(m: re.Match) -> str:
+    c = m.group(1)
+    return _JIRA_ENTITIES.get(c) or "\\" + c
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -126,23 +140,27 @@ def _sections(a: dict, f) -> list[tuple[str, list[str]]]:
     """The text as ``(name, lines)``; a name of :data:`DROP_ORDER` marks a part that may be left out."""
     e, out = f.esc, []
     out.append(("head", [f.title(f"GPU forensics: {e(a.get('node') or 'unknown node')}"), "",
-                         f"Collected {e(a.get('collected_at'))}, node zone {e((a.get('timezone') or {}).get('name'))}.", ""]))
+                         f"Collected {e(to_second(a.get('collected_at')))}, node zone {e((a.get('timezone') or {}).get('name'))}.", ""]))
     if a.get("red_flags"):
         out.append(("red-flags", [f.h("Red flags: forged journal lines")] + [
-            f"- {e(r['at'])}: someone wrote as {e(r['claim'])} ({e(r.get('claimed_identifier') or '-')}"
+            f"- {e(to_second(r['at']))}: someone wrote as {e(r['claim'])} ({e(r.get('claimed_identifier') or '-')}"
             f"\\[{e(r.get('claimed_pid') or '-')}\\]) but journald recorded _PID={e(r['pid'])} "
             f"_COMM={e(r.get('comm') or '-')} _UID={e(r['uid'])} _TRANSPORT={e(r.get('transport') or '-')}: "
             f"{e(r.get('message'))} (never counted as evidence)" for r in a["red_flags"]] + [""]))
     v = [f.h("Verdicts")]
     if a.get("headline"):
         v += ["", f.b(e(a["headline"]["text"])), ""]
+        said = broke_sentence(a["headline"].get("broke"))
+        v += [e(said), ""] if said else []
     v += [f"- {e(s)}" for s in a.get("verdicts") or []] or ["- No incident found."]
     out.append(("verdicts", v + [""]))
+    _first_action(out, a, f)
     incidents = a.get("incidents") or []
     if incidents:
         out.append(("symptoms", [f.h("Symptoms")] + [f"- {e(i['id'])}: {e(i.get('symptom'))}" for i in incidents] + [""]))
     _causes(out, incidents, f)
     _exposure(out, a, f)
+    _host_gpu(out, a, f)
     _other_failures(out, a, f)
     audit = (a.get("metrics") or {}).get("alert_audit") or {}
     if (a.get("metrics") or {}).get("collected") and audit.get("audited"):
@@ -153,23 +171,77 @@ def _sections(a: dict, f) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _causes(out: list, incidents: list[dict], f) -> None:
-    e = f.esc
-    rows = [(c["verdict"], [e(i["id"]) + (f" {e(i['label'])}" if i.get("label") else ""),
-                            f"{e(i['window']['start'])} .. {e(i['window']['end'])}", e(c["kind"]),
-                            f.b(e(c["verdict"])), e((c.get("at") or "-")[:19])])
-            for i in incidents for c in i.get("causes") or []]
-    if not rows:
+def broke_sentence(b: dict | None) -> str:
+    """"What broke: pods ns/a, ns/b; GPUs GPU-..." from the headline's ``broke``, or ``""``."""
+    b = b or {}
+    parts = [f"pod{'s' if len(b.get('pods') or []) != 1 else ''} {', '.join(b['pods'])}" if b.get("pods") else "",
+             f"GPU{'s' if len(b.get('gpus') or []) != 1 else ''} {', '.join(b['gpus'])}" if b.get("gpus") else ""]
+    parts = [p for p in parts if p]
+    return f"What broke: {'; '.join(parts)}." if parts else ""
+
+
+def first_commands(a: dict) -> tuple[dict | None, list[str]]:
+    """``(the change that fits this node, the commands to run first)``: when the headline's cause is the one the
+    exposure assesses (a reload), the plan's fix (:mod:`forensics.findings.remedy_plan`) comes before the
+    cause's own commands (recreate the pods, the drill); else the cause's commands alone."""
+    h = a.get("headline") or {}
+    r, x = h.get("remedy") or {}, a.get("exposure") or {}
+    fix = ((x.get("remedy_plan") or {}).get("fix") if x.get("assessed") and h.get("cause")
+           and h.get("cause") == x.get("assesses") else None)
+    cmds = list(r.get("commands") or [])
+    if fix:
+        cmds = [c for c in str(fix.get("change") or "").splitlines() if c.strip()] + cmds
+    return fix, cmds
+
+
+def _first_action(out: list, a: dict, f) -> None:
+    """"What to do first": the cause's remedy, the one change that fits this node, and the commands."""
+    e, r = f.esc, (a.get("headline") or {}).get("remedy")
+    if not r:
         return
-    head = ["Incident", "Window (UTC)", "Cause", "Verdict", "When (UTC)"]
-    kept = [r for verdict, r in rows if verdict != "excluded"]
-    excluded = [r for verdict, r in rows if verdict == "excluded"]
-    out.append(("causes", [f.h("Causes")] + (f.table(head, kept) if kept else [])))
-    if excluded:  # the table's header goes with the excluded rows when no other row holds it
-        out.append(("excluded-causes", f.table(head, excluded)[0 if not kept else -len(excluded):]))
+    fix, cmds = first_commands(a)
+    lines = [f.h("What to do first"), f"{e(r.get('what'))}. {e(r.get('why'))}"]
+    if fix:
+        lines.append(f"On this node ({e(fix.get('stack'))}): {f.b(e(fix.get('what')))}"
+                     + (f". Breaks: {e(fix['breaks'])}" if fix.get("breaks") else "") + ".")
+    out.append(("first-action", lines + (f.code("\n".join(cmds)) if cmds else []) + [""]))
+
+
+#: a sentence ends at a period followed by a space and a capital letter or a digit; ".." (a range) is none
+_SENTENCE_END = re.compile(r"(?<!\.)\.(?!\.)\s+(?=[A-Z0-9(\"'])")
+
+
+def _first_sentence(text: str) -> str:
+    """The reason's first sentence, whole (a cut sentence is never shown; the ``..`` of a time range
+    ends none)."""
+    text = str(text or "")
+    m = _SENTENCE_END.search(text)
+    return text if m is None else text[:m.start() + 1]
+
+
+def _causes(out: list, incidents: list[dict], f) -> None:
+    """The "Causes checked" table: the causes that fit (their whole reason is the verdict's sentence above);
+    per incident one line naming the undetermined ones; the excluded ones (the first detail left out of a
+    long ticket). Each row gives the first sentence of its reason; report.html holds every reason whole."""
+    e = f.esc
+    row = lambda i, c, why: [e(i["id"]) + (f" {e(i['label'])}" if i.get("label") else ""),  # noqa: E731
+                             f"{e(to_second(i['window']['start']))} .. {e(to_second(i['window']['end']))}", e(c.get("title") or c["kind"]),
+                             f.b(e(c["verdict"])), e(to_second(c.get("at")) or "-"), e(why)]
+    pairs = [(i, c) for i in incidents for c in i.get("causes") or []]
+    if not pairs:
+        return
+    head = ["Incident", "Window (UTC)", "Cause", "Verdict", "When (UTC)", "Why"]
+    kept = [row(i, c, _first_sentence(c.get("reason"))) for i, c in pairs if c["verdict"] in ("confirmed", "inferred")]
+    excluded = [row(i, c, _first_sentence(c.get("reason"))) for i, c in pairs if c["verdict"] == "excluded"]
+    open_ = [f"{e(i['id'])}: undetermined (no source covers the window either way): "
+             + e(", ".join(c.get("title") or c["kind"] for c in i.get("causes") or [] if c["verdict"] == "undetermined"))
+             for i in incidents if any(c["verdict"] == "undetermined" for c in i.get("causes") or [])]
+    out.append(("causes", [f.h("Causes checked")] + (f.table(head, kept) if kept else []) + [""] + open_))
+    if excluded:  # the table's header goes with the excluded rows
+        out.append(("excluded-causes", [""] + f.table(head, excluded)))
     out.append(("causes", [""]))
     if excluded:
-        out.append(("excluded-note", [f"({len(excluded)} causes excluded by the evidence are left out here.)", ""]))
+        out.append(("excluded-note", [f"({count_of(len(excluded), 'cause')} excluded by the evidence {'is' if len(excluded) == 1 else 'are'} left out here.)", ""]))
     contra = [f"Sources contradict each other ({e(i['id'])}, {e(c['kind'])}): {e('; '.join(c['contradictions']))}"
               for i in incidents for c in i.get("causes") or [] if c.get("contradictions")]
     if contra:
@@ -196,6 +268,22 @@ def _exposure(out: list, a: dict, f) -> None:
     out.append(("exposure", [""]))
 
 
+def _host_gpu(out: list, a: dict, f) -> None:
+    """The host's driver and the Xids by GPU, when the bundle shows any."""
+    e, h = f.esc, a.get("host_gpu") or {}
+    if not (h.get("collected") or h.get("gpus") or h.get("xids_unplaced")):
+        return
+    d = h.get("driver") or {}
+    match = {True: "they match", False: "they DIFFER"}.get(d.get("match"), "match unknown")
+    lines = [f.h("Host GPU state"), f"Driver: module {e(d.get('version') or 'unknown')}, libraries "
+             f"{e(', '.join(d.get('userspace') or []) or 'unknown')}: {match}."]
+    for g in h.get("gpus") or []:
+        xids = ", ".join(f"Xid {x['xid']} {x.get('mnemonic') or ''} x{x['count']} ({x['scope']})" for x in g.get("xids") or [])
+        lines.append(f"- GPU {e(g.get('pci'))} {e(g.get('uuid') or '')}: {'fell off the bus; ' if g.get('lost') else ''}"
+                     f"{e(xids) or 'no Xid logged'}")
+    out.append(("host-gpu", lines + [""]))
+
+
 def _other_failures(out: list, a: dict, f) -> None:
     e = f.esc
     for n, s in enumerate(a.get("symptoms") or []):
@@ -214,8 +302,9 @@ def _other_failures(out: list, a: dict, f) -> None:
 def _gap(g: dict, f) -> str:
     e, cov = f.esc, g.get("covers") or {}
     holes = "; holes: " + ", ".join(f"{e(h['start'][:10])} .. {e(h['end'][:10])}" for h in g["holes"]) if g.get("holes") else ""
-    return (f"- {e(g['source'])}: {e((cov.get('start') or 'nothing')[:19])} .. {e((cov.get('end') or 'nothing')[:19])} "
-            f"({e(g.get('reason'))}){holes}")
+    span = (f"{e(to_second(cov.get('start')) or 'its first line')} .. {e(to_second(cov.get('end')) or 'collection')}"
+            if cov.get("start") or cov.get("end") else "no data")
+    return f"- {e(g['source'])}: {span} ({e(g.get('reason'))}){holes}"
 
 
 def _remedies(out: list, a: dict, f) -> None:
@@ -227,11 +316,16 @@ def _remedies(out: list, a: dict, f) -> None:
     if st:
         lines.append(f"Stack: engine {e(st.get('engine') or 'unknown')}, device plugin "
                      f"{e(st.get('device_plugin') or 'unknown')}, driver root {e(st.get('driver_root') or 'unknown')}.")
-    for n, r in enumerate(x["remedies"], 1):
-        lines += ["", f"{r.get('order') or n}. {f.b(e(r['what']))} (for {e(r.get('stack') or 'any')})"
+    p = x.get("remedy_plan") or {"fix": None, "then": x["remedies"], "others": []}
+    for n, r in enumerate(([p["fix"]] if p.get("fix") else []) + list(p.get("then") or []), 1):
+        lines += ["", f"{n}. {f.b(e(r['what']))} (for {e(r.get('stack') or 'any')})"
                   + (f". Needs: {e(r['needs'])}" if r.get("needs") else "")
                   + (f". Breaks: {e(r['breaks'])}" if r.get("breaks") else "")]
-        lines += f.code(r["change"])
+        lines += f.code(r["change"]) if r.get("change") else []
+        lines += [f"Not in a command: {e(h)}" for h in r.get("held_back") or []]
+    if p.get("others"):
+        lines += ["", "Other remedies (instead of the first; report.html has their commands):"]
+        lines += [f"- {f.b(e(r['what']))}: {e(r['when'])}" for r in p["others"]]
     lines += ["", f.h("How to verify the fix"),
               "After the remedies, on the node (it runs systemctl daemon-reload on purpose and checks that "
               "every GPU container still opens its devices; exit 0 fixed, 4 still exposed):"]

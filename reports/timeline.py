@@ -19,7 +19,7 @@ import re
 from typing import Callable, TextIO
 
 from forensics.events import KINDS
-from forensics.timeutil import parse_iso
+from forensics.timeutil import parse_iso, to_second
 
 
 #: C0 controls but tab and newline, DEL, C1 controls (a lone 0x9b is a CSI on many terminals), and the
@@ -48,11 +48,13 @@ def inert(value, csv: bool = False, newline: bool = True) -> str:
 
 
 def table(a: dict, out: TextIO) -> None:
-    """Fixed-width text for a terminal: node-local time, source, kind, summary (each :func:`inert`,
-    newlines escaped, so one line per event)."""
+    """Fixed-width text for a terminal: node-local time to the second with its offset
+    (``2026-09-02 13:05:13 +09:00``; the CSV and JSON formats keep the exact time), source, kind,
+    summary (each :func:`inert`, newlines escaped, so one line per event)."""
     for e in a["timeline"]:
-        local, source, kind, summary = (inert(e[k], newline=False) for k in ("local", "source", "kind", "summary"))
-        print(f"{local:<32} {source:<20} {kind:<24} {summary}", file=out)
+        source, kind, summary = (inert(e[k], newline=False) for k in ("source", "kind", "summary"))
+        local = inert(to_second(e["local"]), newline=False)
+        print(f"{local:<26} {source:<12} {kind:<24} {summary}", file=out)
 
 
 def csv(a: dict, out: TextIO) -> None:

@@ -10,6 +10,8 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 pkgs=(python3 python3-venv python3-dev gcc pkg-config libsystemd-dev systemd-journal-remote)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(zstd util-linux)
+  # rpm and rpmbuild write the real rpmdb.sqlite the nvidia_host tests read
+  pkgs+=(rpm)
   # the chroot test's root (debootstrap) and the image (mmdebstrap, umoci; runc runs it: lab-deps.sh)
   pkgs+=(debootstrap mmdebstrap umoci)
   # real components the tests drive: chromium, containerd + runc, prometheus + promtool

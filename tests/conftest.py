@@ -40,3 +40,11 @@ def real_inputs() -> Path:
 
 import sys as _sys
 _sys.path.insert(0, str(PROJECT / "samples"))  # samples/journalbuild.py builds real .journal files
+
+
+# Property tests draw their examples from a seed fixed per test (hypothesis's derandomize), so a CI run
+# checks exactly the examples the last run here checked; a new example found is kept as an @example.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("gpu-forensics", derandomize=True, database=None)
+_hypothesis_settings.load_profile("gpu-forensics")

@@ -16,7 +16,9 @@ the server side frames the same); first an empty frame per channel (1, 2, 3) as 
 opens them, then stdout (1) and stderr (2) in frames of at most 32 KiB, then the exec's ``Status``
 on channel 3 (``Success``, or ``Failure`` with reason ``NonZeroExitCode`` and the exit code in
 ``details.causes``; k8s.io/apimachinery remotecommand), then a close frame. What the command
-prints comes from ``exec_handler(command list) -> (stdout, stderr, exit code)``; an ``exec`` route
+prints comes from ``exec_handler(command list) -> (stdout, stderr, exit code)`` (stdout and stderr
+bytes, or iterables of bytes: a flood that is never held whole); the commands of execs the client
+cut short (it closed the socket while they were sent) are in ``cut``; an ``exec`` route
 in ``routes`` refuses the upgrade with its answer instead (e.g. a 403 ``Status``).
 """
 from __future__ import annotations
@@ -62,6 +64,13 @@ def ws_frame(payload: bytes, opcode: int = 2) -> bytes:
     return head + payload
 
 
+def _pieces(data):
+    """``data`` (bytes, or an iterable of bytes for an output too big to hold) in frames of at most FRAME bytes."""
+    for block in ([data] if isinstance(data, bytes) else data):
+        for i in range(0, len(block), FRAME):
+            yield block[i:i + FRAME]
+
+
 def exec_status(command: list[str], code: int) -> dict:
     """The ``Status`` the API server sends on channel 3 when an exec ends."""
     if code == 0:
@@ -76,7 +85,7 @@ class Replay:
 
     def __init__(self, routes: dict, exec_handler=None, protocol: str = "v4.channel.k8s.io", tls: Path | None = None):
         self.routes, self.protocol = {k: list(v) for k, v in routes.items()}, protocol
-        self.exec_handler, self.requests, self.hits = exec_handler, [], {}
+        self.exec_handler, self.requests, self.hits, self.cut = exec_handler, [], {}, []
         replay = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -118,14 +127,18 @@ class Replay:
                 command = req["query"].get("command") or []
                 out, err, code = replay.exec_handler(command)
                 w = self.wfile
-                for ch in (1, 2, 3):
-                    w.write(ws_frame(bytes([ch])))
-                for ch, data in ((1, out), (2, err)):
-                    for i in range(0, len(data), FRAME):
-                        w.write(ws_frame(bytes([ch]) + data[i:i + FRAME]))
-                w.write(ws_frame(b"\x03" + json.dumps(exec_status(command, code)).encode()))
-                w.write(ws_frame((1000).to_bytes(2, "big"), opcode=8))
-                w.flush()
+                try:
+                    for ch in (1, 2, 3):
+                        w.write(ws_frame(bytes([ch])))
+                    for ch, data in ((1, out), (2, err)):
+                        for piece in _pieces(data):
+                            w.write(ws_frame(bytes([ch]) + piece))
+                    w.write(ws_frame(b"\x03" + json.dumps(exec_status(command, code)).encode()))
+                    w.write(ws_frame((1000).to_bytes(2, "big"), opcode=8))
+                    w.flush()
+                except OSError:  # the client went away (it refused what came)
+                    replay.cut.append(command)
+                    return
                 self.connection.settimeout(2)
                 try:  # the client's close frame, then the end
                     self.connection.recv(64)

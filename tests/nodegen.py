@@ -3,13 +3,13 @@
 Each root is a host file system as the collectors read it under ``--root``: ``/etc/os-release``,
 ``/etc/localtime`` (a link to a zone file copied into the root), the boot ID and btime, a real binary
 journal built with systemd-journal-remote (:func:`fleetgen.write_journal`) that holds PID 1's start-up
-banner and its ``daemon-reload`` lines as that systemd version words them (../shared/research/cases.md
+banner and its ``daemon-reload`` lines as that systemd version words them (docs/sources.md
 "systemd: the manager reload message, by version"), the engine's configuration, and the containers as
 that engine leaves them on disk: the OCI ``config.json`` (hooks and ``linux.devices`` as the stack writes
 them), runc's ``state.json``, ``/proc/<pid>/stat`` and the init's ``/dev``, the cgroup (v1
 ``devices.list``; v2 a bare directory) and systemd's transient scope and drop-ins.
 
-Engines and their layouts (../shared/research/stacks.md §6 Docker, §7 CRI-O, §8 k3s; formats.md §5.2):
+Engines and their layouts (docs/sources.md "GPU stacks" 6 Docker, 7 CRI-O, 8 k3s; "Container engine layouts"):
 
 - ``containerd`` CRI: ``/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>``, runc root
   ``/run/containerd/runc/k8s.io``, scope ``cri-containerd-<id>.scope``;
@@ -216,6 +216,10 @@ def journal_entries(r: dict, t: dict) -> list[dict]:
     if d["reload"] == "caller":
         unit = {"snapd": "snapd.service", "sudo": "session-7.scope"}.get(story, f"{story}.service")
         out += F.reload_entries(T0, unit, pid, 212)
+        if story == "sudo":  # sudo's own line a moment before the systemctl it runs (an admin on ssh)
+            out.append(F._unit_line(T0 - timedelta(milliseconds=40), "session-7.scope", "sudo", pid - 2,
+                                    "      ops : TTY=pts/0 ; PWD=/home/ops ; USER=root ; COMMAND=/usr/bin/systemctl "
+                                    "daemon-reload"))
         if story == "snapd":
             out.append(F._unit_line(T0 - timedelta(seconds=30), "snapd.service", "snapd", 1848,
                                     'storehelpers.go:923: auto-refresh: refreshing "lxd" from revision 29351 to 31333'))
@@ -283,6 +287,8 @@ def engine_files(root: Path, r: dict) -> None:
     elif e == "runc":
         _proc(root, 2301, ["runc", "--root", CUSTOM_RUNC_ROOT, "--systemd-cgroup", "run", "--bundle",
                            "/srv/jobs/train", cid(r["id"], "train")])
+    if not r.get("gpu", True):
+        return  # no NVIDIA toolkit on a node without GPUs
     if r["plugin"].startswith("operator"):
         F._w(root / "usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml", toolkit)
         F._w(root / "run/nvidia/validations/driver-ready", "IS_HOST_DRIVER=false\nNVIDIA_DRIVER_ROOT=/run/nvidia/driver\n")
@@ -311,6 +317,8 @@ def engine_files(root: Path, r: dict) -> None:
 def _proc(root: Path, pid: int, argv: list[str], cwd: str | None = None) -> None:
     F._w(root / f"proc/{pid}/cmdline", "\0".join(argv) + "\0")
     F._w(root / f"proc/{pid}/stat", f"{pid} ({argv[0].rsplit('/', 1)[-1][:15]}) S " + " ".join(["0"] * 18) + " 900 0 0\n")
+    F._w(root / f"proc/{pid}/status", f"Name:\t{argv[0].rsplit('/', 1)[-1][:15]}\nUid:\t0\t0\t0\t0\n")  # root's
+    (root / f"proc/{pid}/exe").symlink_to(argv[0])  # the daemon's own binary
     if cwd:
         (root / f"proc/{pid}/cwd").symlink_to(cwd)
 
@@ -466,16 +474,23 @@ def containers(root: Path, r: dict, t: dict) -> dict[str, str]:
                    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
     if kind == "hami":
         trainer_env.update({"CUDA_DEVICE_MEMORY_LIMIT_0": "10240m", "CUDA_DEVICE_SM_LIMIT": "50"})
+    gpu = r.get("gpu", True)
     out["trainer"] = container(root, r, t, "trainer", pod="trainer-0", pod_ns="ml", image="nvcr.io/nvidia/pytorch:24.08-py3",
-                               pid=5201, gpu=GPUS, env=trainer_env)
+                               pid=5201, gpu=GPUS if gpu else [], env=trainer_env if gpu else {})
     out["sidecar"] = container(root, r, t, "log-shipper", pod="trainer-0", pod_ns="ml",
                                image="docker.io/fluent/fluent-bit:3.1", pid=6301, gpu=[], env={})
     return out
 
 
 # -- one node --------------------------------------------------------------------------------------
+#: /proc/devices of a node without the NVIDIA driver (no nvidia, nvidia-uvm or nvidia-caps majors)
+NO_GPU_DEVICES = ("Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n 10 misc\n136 pts\n226 drm\n\n"
+                  "Block devices:\n  8 sd\n259 blkext\n")
+
+
 def make_root(root: Path, r: dict) -> tuple[dict[str, str], dict]:
-    """Build the host root of matrix root ``r`` (an item of :data:`ROOTS`) at ``root``; returns its
+    """Build the host root of matrix root ``r`` (an item of :data:`ROOTS`) at ``root`` (``r["gpu"]`` False:
+    a node without GPUs, whose containers hold none); returns its
     containers ``{name: id}`` and its :func:`story_times`, once the story's last moment has passed (about
     6 s after the call)."""
     import hashlib
@@ -504,9 +519,10 @@ def make_root(root: Path, r: dict) -> tuple[dict[str, str], dict]:
         F._w(root / "etc/timezone", r["zone"] + "\n")
         F._w(root / "var/lib/dpkg/status", f"Package: systemd\nStatus: install ok installed\nPriority: important\n"
              f"Section: admin\nArchitecture: amd64\nVersion: {d['systemd']}\nDescription: system and service manager\n\n")
-    F._w(root / "proc/devices", F.PROC_DEVICES)
+    gpu = r.get("gpu", True)  # False: a node with no NVIDIA GPU, driver or toolkit (nor GPU containers)
+    F._w(root / "proc/devices", F.PROC_DEVICES if gpu else NO_GPU_DEVICES)
     (root / "dev/char").mkdir(parents=True, exist_ok=True)
-    for name, major, minor in F.HOST_GPU:
+    for name, major, minor in F.HOST_GPU if gpu else ():
         F._chr(root / "dev" / name, major, minor)
         if r.get("dev_char", True):
             (root / f"dev/char/{major}:{minor}").symlink_to(f"../{name}")
@@ -516,7 +532,12 @@ def make_root(root: Path, r: dict) -> tuple[dict[str, str], dict]:
         F._w(root / "sys/fs/cgroup/devices/devices.list", "a *:* rwm\n")
     engine_files(root, r)
     names = containers(root, r, t)
-    F.write_journal(root, host, machine_id, f"{boot}", journal_entries(r, t), [])
+    # a scenario's own lines and files (tests/scenes.py): ``entries(t, names)`` adds journal entries,
+    # ``files(root, t, names)`` writes what else its story leaves on the node
+    extra = r["entries"](t, names) if r.get("entries") else []
+    if r.get("files"):
+        r["files"](root, t, names)
+    F.write_journal(root, host, machine_id, f"{boot}", journal_entries(r, t) + extra, [])
     wait = (t["ready"] - datetime.now(timezone.utc)).total_seconds()
     if wait > 0:
         time.sleep(wait)

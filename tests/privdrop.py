@@ -37,3 +37,21 @@ def run_as_nobody(fn, *args, **kwargs):
     if "error" in res:
         raise RuntimeError(res["error"])
     return res["ok"]
+
+
+def share(root) -> None:
+    """Make the tree at ``root`` readable by anyone (directories 0755, files 0644, links left alone), so that
+    only the modes a test sets afterwards keep ``nobody`` out."""
+    from pathlib import Path
+    for p in [Path(root), *Path(root).rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+
+
+def outbox(work):
+    """``work/out``, writable by anyone: where a child running as nobody writes its bundle."""
+    from pathlib import Path
+    out = Path(work) / "out"
+    out.mkdir(exist_ok=True)
+    os.chmod(out, 0o777)
+    return out

@@ -3,7 +3,7 @@ backfill it with promtool, start prometheus on 127.0.0.1, stop it.
 
 Used by tests/test_metrics.py and samples/record_prometheus.py. Nothing here is mocked: the history
 goes through ``promtool tsdb create-blocks-from openmetrics`` into TSDB blocks, and a real
-``prometheus`` process serves them (../shared/research/formats.md §3.1 lists the input rules this
+``prometheus`` process serves them (docs/sources.md "Prometheus" lists the input rules this
 module follows: second timestamps, time-sorted series, ``# EOF``, no blank lines).
 
 Install the binaries with ``scripts/prometheus-deps.sh`` (Debian's ``prometheus`` package, which
@@ -71,7 +71,7 @@ def write_openmetrics(path: str | os.PathLike, series: list[Series]) -> int:
     Families are grouped (one ``# TYPE … gauge`` each), each series' samples are written in time order
     with second-resolution timestamps, and the file ends with ``# EOF``. Raises ``ValueError`` for a
     series whose samples go back in time or repeat a timestamp, because promtool would drop those
-    silently (formats.md §3.1).
+    silently (docs/sources.md "Prometheus").
     """
     families: dict[str, list[Series]] = {}
     for s in series:

@@ -400,15 +400,15 @@ class SysLab:
             time.sleep(0.5 * (attempt + 1))
         return ERRNO_OF.get(msg, f"? {msg}")
 
-    def reload(self, via_unit: str | None = None) -> float:
-        """A real ``systemctl daemon-reload`` inside; with ``via_unit``, from a transient service of that
-        name (``systemd-run --unit=NAME --wait``), as a requester on a node would. Returns seconds."""
+    def reload(self, via_unit: str | None = None, verb: str = "daemon-reload") -> float:
+        """A real ``systemctl daemon-reload`` (or ``verb``: ``daemon-reexec``) inside; with ``via_unit``, from a
+        transient service of that name (``systemd-run --unit=NAME --wait``), as a requester on a node would.
+        Returns seconds."""
         t0 = time.monotonic()
         if via_unit:
-            self.sh("systemd-run", f"--unit={via_unit}", "--wait", "--quiet", "/bin/systemctl", "daemon-reload",
-                    timeout=30)
+            self.sh("systemd-run", f"--unit={via_unit}", "--wait", "--quiet", "/bin/systemctl", verb, timeout=30)
         else:
-            self.sh("systemctl", "daemon-reload", timeout=30)
+            self.sh("systemctl", verb, timeout=30)
         self.timings["reload"] = time.monotonic() - t0
         return self.timings["reload"]
 

@@ -59,13 +59,13 @@ def test_every_rule_has_for_severity_and_annotations_and_names_the_contracts_met
     assert rules["GPUForensicsWatchAbsent"]["expr"] == "absent(gpu_forensics_build_info)"
     used = {m for r in rules.values() for m in CONTRACT if m in r["expr"]}
     assert used == CONTRACT
-    readme = (PROJECT / "README.md").read_text()
+    readme = (PROJECT / "docs/usage.md").read_text()  # the runbook: docs/usage.md, "Alerts and the watch agent"
     anchor = alert_rules.RUNBOOK.split("#", 1)[1]
     assert "\n## Alerts and the watch agent\n" in readme and anchor == "alerts-and-the-watch-agent"
     for name, r in rules.items():
         assert r["for"] and set(r["annotations"]) == {"summary", "description", "runbook_url"}, name
         assert r["annotations"]["runbook_url"] == alert_rules.RUNBOOK
-        assert f"`{name}`" in readme, f"README's runbook names {name}"
+        assert f"`{name}`" in readme, f"docs/usage.md's runbook names {name}"
 
 
 def test_promtool_check_rules_accepts_both_rule_files(tmp_path):

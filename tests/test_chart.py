@@ -16,7 +16,7 @@ import pytest
 from matplotlib.font_manager import FontProperties
 from matplotlib.textpath import TextPath
 
-from reports import chart
+from reports import chart, textwidth
 from reports.chart import timeline_svg, write_png
 
 
@@ -159,7 +159,7 @@ def test_write_png(node3, tmp_path):
                                   "e\u0301", "requester unknown (inferred)", "\u2026"])
 def test_label_width_is_the_ink_extent_matplotlib_computes(text):
     path = TextPath((0, 0), text, size=chart.SMALL, prop=FontProperties(family="DejaVu Sans"))
-    assert chart._ink_width(path) == pytest.approx(path.get_extents().width, abs=1e-9)
+    assert textwidth.ink_width(path) == pytest.approx(path.get_extents().width, abs=1e-9)
 
 
 def test_timeline_out_of_time_order_draws_the_same_words(node3):
@@ -198,3 +198,72 @@ def test_reload_labels_are_level_rows_with_little_room_above_the_lanes(node3):
     boxes = [t.get_window_extent(r) for t in texts]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     assert all(b.y1 <= ax.get_window_extent(r).y1 for b in boxes)  # inside the panel, under its title
+
+
+def _reload_positions(svg: str) -> tuple[list[float], list[tuple[str, float, float]]]:
+    """From the picture's SVG (user units = points): the x of every reload marker of the first panel,
+    and each of its reload labels as ``(text, left, right)``: the glyph group's translate x, plus the
+    drawn text's width (the same font and size as chart.SMALL)."""
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    groups = {g.get("id"): g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("id")}
+    marks = [g for i, g in groups.items() if "reload-markers-" in i]
+    labels = [g for i, g in groups.items() if "reload-label-" in i]
+    first = min(float(u.get("y")) for g in marks for u in g.iter("{http://www.w3.org/2000/svg}use"))
+    xs = sorted(float(u.get("x")) for g in marks for u in g.iter("{http://www.w3.org/2000/svg}use")
+                if abs(float(u.get("y")) - first) < 1)  # the overview is the top panel
+    words_at = re.findall(r'id="[^"]*reload-label-\d+">\s*<!-- (.*?) -->', svg)
+    out = []
+    for text, g in zip(words_at, labels):
+        inner = g.find("s:g", ns)
+        m = re.match(r"translate\(([-\d.]+) ([-\d.]+)\)", inner.get("transform"))
+        if abs(float(m.group(2)) - first) > 80:
+            continue  # a zoomed panel's label
+        w = TextPath((0, 0), text, size=chart.SMALL, prop=FontProperties(family="DejaVu Sans")).get_extents().width
+        out.append((text, float(m.group(1)), float(m.group(1)) + w))
+    return xs, out
+
+
+def test_each_reload_label_is_drawn_at_its_own_reload_and_over_no_other(node3):
+    """Issue 28: the overview's labels pointed at the wrong reloads (a session-41.scope label drawn over
+    another incident's reload). The demo's scene, two reloads six weeks apart on a 15-month axis: each
+    label starts or ends at its own marker (read from the SVG), in time order, and no label spans the
+    other reload's marker; with a third (inferred) reload close by, each label still starts or ends at
+    its own marker."""
+    a = copy.deepcopy(node3)
+    a["collected_at"] = "2026-12-02T16:00:00Z"
+    a["timeline"].append(ev("2026-10-14T01:22:03.602000Z", "journal", "journal.reload",
+                            "daemon-reload by session-41.scope", requester_pid=77104, requester_comm="systemctl",
+                            requester_unit="session-41.scope"))
+    a["timeline"].append(ev("2025-08-21T01:02:09Z", "apt", "package.transaction", command="apt-get install"))
+    two = copy.deepcopy(a)
+    del two["incidents"][0]["causes"][0]["requested_by"]  # no inferred reload: the demo's two reloads
+    for scene, width in ((two, chart.WIDTH_IN), (two, chart.PHONE_WIDTH_IN), (a, chart.WIDTH_IN)):
+        xs, labels = _reload_positions(timeline_svg(scene, width_in=width))
+        assert len(xs) == (2 if scene is two else 3) and labels
+        for text, left, right in labels:
+            own = [x for x in xs if abs(x - left) < 3 or abs(x - right) < 3]
+            assert own, (text, left, right, xs)  # starts or ends at a reload marker
+            if scene is two and not re.search(r"\d reloads$|\u00d7\d+$", text):  # a cluster's label names several
+                assert not any(left + 1 < x < right - 1 for x in xs if x not in own), (text, left, right, xs)
+        if width == chart.WIDTH_IN:  # wide: each reload its own label, in time order
+            anchors = [lf if any(abs(x - lf) < 3 for x in xs) else rt for _, lf, rt in labels]
+            assert anchors == sorted(anchors) and len(labels) == len(xs)
+            assert [t for t, *_ in labels][-2:] == ["snapd.service", "session-41.scope"]
+
+
+def test_the_phone_picture_is_narrow_and_names_the_same_incidents(node3):
+    """The phone's picture (issue 28 item 2): PHONE_WIDTH_IN wide, its own ids, every incident zoomed,
+    and no title wider than the figure (matplotlib would draw it past the edge)."""
+    svg = timeline_svg(node3, element_id="timeline-chart-phone", width_in=chart.PHONE_WIDTH_IN)
+    root = ET.fromstring(svg)
+    vb = [float(v) for v in root.get("viewBox").split()]
+    assert vb[2] == pytest.approx(chart.PHONE_WIDTH_IN * 72, abs=1)
+    assert svg.startswith('<svg id="timeline-chart-phone" ')
+    w = words(svg).splitlines()
+    assert any(x.startswith("I1 zoomed: ") for x in w) and any(x.startswith("I2 zoomed: ") for x in w)
+    for t in (x for x in w if "zoomed" in x or x.startswith("All evidence")):
+        width = TextPath((0, 0), t, size=chart.FONT + 1, prop=FontProperties(family="DejaVu Sans")).get_extents().width
+        assert width < vb[2] - 20, t
+    both = chart.figures(node3)
+    assert both.count("<svg ") == 2 and 'id="timeline-chart"' in both and 'id="timeline-chart-phone"' in both

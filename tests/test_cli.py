@@ -88,3 +88,49 @@ def test_version_and_help_with_example(capsys):
         with pytest.raises(SystemExit):
             main([cmd, "--help"])
         assert "example:" in capsys.readouterr().out, cmd
+
+
+def test_demo_never_writes_into_a_folder_that_holds_something_and_analyze_points_into_it(tmp_path, capsys):
+    """issue 28: ``demo --out DIR`` where DIR already holds a bundle wrote a second one beside it and
+    wrote its reports over the first; ``analyze DIR`` on that folder said only "no manifest.json"."""
+    out = tmp_path / "demo-out"
+    assert main(["-q", "demo", "--out", str(out)]) == 0
+    [bundle] = out.glob("bundle-*")
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert main(["-q", "demo", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-forensics: error: --out {out}: not empty (it holds analysis.json, {bundle.name}, "
+                          "gpu-alerts.rules.yml, ...); give a new or empty folder")
+    assert sorted(p.name for p in out.iterdir()) == before and verify(bundle) == []
+    assert main(["analyze", str(out)]) == 3
+    assert capsys.readouterr().err == f"gpu-forensics: error: {out}: no manifest.json here; it holds a bundle: {bundle}\n"
+
+
+def test_an_interrupt_after_collection_says_where_the_bundle_is(tmp_path):
+    """issue 28: ``run`` interrupted while analysing printed only "interrupted by SIGINT"; the bundle
+    was complete and its place is what the engineer needs. SIGINT is sent once ``run`` printed its first
+    verdict line (the bundle is collected and analysed, the reports not yet rendered)."""
+    import signal
+    import subprocess
+    import sys
+    from forensics.ops.cli import PROJECT, SAMPLE_ROOT
+    sys.path.insert(0, str(PROJECT / "samples"))
+    import build
+    build.ensure_journal()
+    out = tmp_path / "b"
+    p = subprocess.Popen([sys.executable, "-m", "forensics.ops.cli", "run", "--root", str(SAMPLE_ROOT), "--out",
+                          str(out), "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"),
+                          "--json", str(tmp_path / "a.json")], cwd=PROJECT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert first.startswith("Incident ") or first.startswith("No incident")
+    assert p.returncode == 130 and not (tmp_path / "r.html").exists()
+    assert err.splitlines()[-1] == (f"gpu-forensics: interrupted by SIGINT; the bundle was complete and is kept in "
+                                    f"{out} (gpu-forensics analyze {out})")
+    assert verify(out) == []

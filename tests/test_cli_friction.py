@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from collectors import COLLECTORS
 from forensics.ops import cli
 from forensics.ops.cli import SAMPLE_ROOT, main
 
@@ -51,10 +52,10 @@ def test_a_spent_budget_names_each_cut_source_and_exits_1(tmp_path, capsys):
     assert rc == 1  # "done with gaps": deploy/collect-once.py ends such a run with 0
     cut = [x for x in err if x.startswith("  cut: ")]
     # the budget is spent before the first collector starts: none is run, each is named
-    assert cut == [f"  cut: collector:{n}: not run: the 1e-09 s time budget was spent" for n in
-                   ("node", "runtime_config", "journal", "packages", "containers", "podlogs", "metrics", "kube")]
-    assert err[-1] == ("gpu-forensics: done with gaps (exit 1): 8 sources cut by the 1e-09 s time budget; the "
-                       "manifest records each; a larger --time-budget (0: no limit) reads the rest")
+    names = [m.NAME for m in COLLECTORS]
+    assert cut == [f"  cut: collector:{n}: not run: the 1e-09 s time budget was spent" for n in names]
+    assert err[-1] == (f"gpu-forensics: done with gaps (exit 1): {len(names)} sources cut by the 1e-09 s time budget; "
+                       "the manifest records each; a larger --time-budget (0: no limit) reads the rest")
     once = subprocess.run([sys.executable, "deploy/collect-once.py", "-q", "collect", "--root", str(SAMPLE_ROOT),
                            "--out", str(tmp_path / "c"), "--time-budget", "1e-9"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.getcwd()})  # this checkout's forensics
@@ -122,21 +123,27 @@ def test_fleet_names_an_unreadable_bundle(bundle, tmp_path, capsys):
     err = json.loads((tmp_path / "f/fleet.json").read_text())["errors"]
     assert err == [{"bundle": str(bad), "error": f"{bad}: not a bundle directory or .tar.gz archive"}]
     out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith("; 1 bundles unreadable")
+    assert out[0].endswith("; 1 bundle unreadable or skipped")
     assert out[1] == f"  unreadable: {bad}: not a bundle directory or .tar.gz archive"  # the path once
 
 
 @pytest.mark.parametrize("flag, url, source, line", [
-    ("--prometheus", "not-a-url", "<redacted>",
+    ("--prometheus", "not a url", "--prometheus",
      "--prometheus wants a URL like http://prometheus:9090 (or file://DIR of recorded answers)"),
+    # issue 28: no scheme, as people type it: the corrected form, the host kept, the password not
+    ("--prometheus", "localhost:9090", "--prometheus",
+     "--prometheus wants a URL with its scheme: did you mean --prometheus http://localhost:9090 (https:// for TLS)?"),
+    ("--prometheus", "bob:s3cret@prom.monitoring:9090", "--prometheus",
+     "--prometheus wants a URL with its scheme: did you mean --prometheus http://bob:<redacted>@prom.monitoring:9090 "
+     "(https:// for TLS)?"),
     ("--prometheus", "ftp://prom", "ftp://prom",
      "--prometheus wants a URL like http://prometheus:9090 (or file://DIR of recorded answers); got ftp://prom"),
     # the password stays redacted in the line
     ("--prometheus", "ftp://bob:s3cret@prom/", "ftp://prom/", "--prometheus wants a URL like http://prometheus:9090 "
                                                               "(or file://DIR of recorded answers); got "
                                                               "ftp://bob:<redacted>@prom/"),
-    ("--dcgm-url", "dcgm:9400", "<redacted>",
-     "--dcgm-url wants a URL like http://dcgm-exporter:9400/metrics (or file://DIR of recorded answers)"),
+    ("--dcgm-url", "dcgm:9400", "--dcgm-url",
+     "--dcgm-url wants a URL with its scheme: did you mean --dcgm-url http://dcgm:9400 (https:// for TLS)?"),
 ])
 def test_a_metrics_url_that_is_not_one_is_one_line_with_advice(tmp_path, capsys, flag, url, source, line):
     """The other sources are still collected (a typo must not cost the bundle: test_metrics), and the

@@ -43,6 +43,18 @@ def _berlin(tmp_path):
     ("2 days ago..90m ago", "2026-11-29T16:00:00Z", "2026-12-01T14:30:00Z",
      ["read 2 days ago as 2026-11-29 16:00:00 UTC (2 days before now, 2026-12-01 16:00:00 UTC)",
       "read 90m ago as 2026-12-01 14:30:00 UTC (90m before now, 2026-12-01 16:00:00 UTC)"]),
+    # clock times as people type them (issue 28): in the node's zone, today's unless still to come
+    ("00:10..00:50", "2026-12-01T15:10:00Z", "2026-12-01T15:50:00Z",
+     [f"read 00:10 (2026-12-02 00:10) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 15:10:00 UTC",
+      f"read 00:50 (2026-12-02 00:50) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 15:50:00 UTC"]),
+    ("14:00..15:00", "2026-12-01T05:00:00Z", "2026-12-01T06:00:00Z",
+     [f"read 14:00 (2026-12-01 14:00) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 05:00:00 UTC; that clock "
+      "time is still to come today, so yesterday's is taken",
+      f"read 15:00 (2026-12-01 15:00) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 06:00:00 UTC"]),
+    ("yesterday 23:00..00:30:15", "2026-12-01T14:00:00Z", "2026-12-01T15:30:15Z",
+     [f"read yesterday 23:00 (2026-12-01 23:00) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 14:00:00 UTC",
+      f"read 00:30:15 (2026-12-02 00:30:15) as Asia/Seoul (from {SEOUL_SAID}), = 2026-12-01 15:30:15 UTC; that "
+      "clock time comes before START, so the next day's is taken"]),
     # an ISO time with an offset means what it says, and is not said back
     ("2026-07-11T12:34+09:00..2026-08-02T00:00+09:00", "2026-07-11T03:34:00Z", "2026-08-01T15:00:00Z", []),
 ])

@@ -11,6 +11,9 @@ with the standard library alone (collectors/kube/transport.py), as the node imag
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 from datetime import timedelta
 import subprocess
 import sys
@@ -60,6 +63,19 @@ def test_the_node_python_has_none_of_the_libraries(bundles):
     assert pyz.stat().st_size < 2_000_000
 
 
+def test_the_xid_catalog_is_read_from_inside_the_zipapp(bundles):
+    """forensics/xid_catalog.csv travels in the zipapp and is read through importlib.resources from the
+    zip itself (no file on disk), with the node's python and the standard library alone."""
+    pyz = bundles[0]
+    with zipfile.ZipFile(pyz) as z:
+        assert "forensics/xid_catalog.csv" in z.namelist()
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                        "from forensics import xid; e = xid.lookup(79); print(len(xid.catalog()), e.scope, e.mnemonic, "
+                        "xid.lookup(46).scope, xid.__file__.startswith(sys.argv[1]))", str(pyz)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["26", "node", "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "unknown", "True"], r.stderr
+
+
 def test_zipapp_bundle_verifies_and_gives_the_venvs_verdicts(bundles, tmp_path):
     _, z, v = bundles
     assert verify(z) == []
@@ -95,6 +111,65 @@ def test_zipapp_run_on_the_node_collects_and_says_where_to_analyze(bundles, tmp_
             f"elsewhere: gpu-forensics analyze {out}") in r.stderr
     assert "Traceback" not in r.stderr and f"bundle: {out}\nmanifest.json sha256: " in r.stdout
     assert verify(out) == [] and not list(tmp_path.glob("*.html"))
+
+
+def _without_libsystemd(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``argv`` where this machine's libsystemd.so.0 is unusable: in a mount namespace of its own
+    (unshare(1)) with the library's file covered by /dev/null, so that dlopen fails as on a node whose
+    library is broken ("file too short"); the host keeps its own."""
+    lib = os.path.realpath("/usr/lib/x86_64-linux-gnu/libsystemd.so.0")
+    script = f"mount --bind /dev/null {shlex.quote(lib)} && exec " + " ".join(map(shlex.quote, argv))
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_zipapp_without_a_usable_libsystemd_reads_the_journal_through_the_nodes_journalctl(bundles, tmp_path):
+    """Issue 27 B: the zipapp loaded libsystemd as it started, and where the library was unusable it
+    collected nothing (a traceback, no bundle). Now it collects, the journal through the node's own
+    journalctl (chroot into --root), the same entries as libsystemd gives, with a note saying which reader
+    and why; ``analyze``, ``fleet`` and ``demo``, which need the report libraries, end in one line and exit 6."""
+    from test_journal import _install_journalctl
+    pyz, _, v = bundles
+    root = tmp_path / "node"
+    shutil.copytree(sample_build.ROOT, root, symlinks=True)
+    _install_journalctl(root)  # its journalctl links libsystemd-shared, not libsystemd.so.0
+    r = _without_libsystemd([NODE_PYTHON, "-I", "-S", str(pyz), "-q", "collect", "--root", str(root),
+                             "--out", str(tmp_path / "z")], tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    z = tmp_path / "z"
+    assert verify(z) == []
+    assert (z / "journal" / "entries.jsonl").read_text().splitlines() == \
+        (v / "journal" / "entries.jsonl").read_text().splitlines()
+    entry = Bundle.open(z).find("journal/entries.jsonl")[0]
+    assert entry.method == "journalctl" and entry.notes[0] == (
+        "read by the node's journalctl: this collector cannot load libsystemd (OSError: "
+        "/lib/x86_64-linux-gnu/libsystemd.so.0: file too short)")
+    for cmd in (["analyze", str(z)], ["fleet", str(z)], ["demo", "--out", str(tmp_path / "d")]):
+        r = _without_libsystemd([NODE_PYTHON, "-I", "-S", str(pyz), *cmd], tmp_path)
+        assert r.returncode == 6 and r.stdout == "", (cmd, r.stderr[-3000:])
+        assert r.stderr == (f"gpu-forensics: error: {cmd[0]} is not available in this installation (no jinja2, "
+                            "matplotlib: the single-file collector and the node image only collect); copy the "
+                            "bundle to a machine with 'pip install gpu-forensics[report]' and run it there\n")
+
+
+def test_zipapp_reads_a_damaged_journal_as_systemd_python_does(bundles, tmp_path):
+    """Issue 27 A through the ctypes reader: a journal whose entries of seconds 1400 to 1450 are overwritten.
+    libsystemd closes the descriptor of a file it drops from a walk; the stand-in closed it again when the
+    reader closed, by then another reader's descriptor of the same number, and libsystemd aborted
+    (SIGABRT: "the journal reader died", no entry collected). Now the zipapp keeps what the venv keeps."""
+    from test_journal import MACHINE
+    from test_journal_damage import _damage_entries, _kubelet_journal
+    root = tmp_path / "node"
+    _damage_entries(_kubelet_journal(root / "var/log/journal" / MACHINE / "system.journal"), 1401, 1451)
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", str(bundles[0]), "-q", "collect", "--root", str(root), "--out",
+                        str(tmp_path / "z")], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr and "Assertion" not in r.stderr, r.stderr[-3000:]
+    main(["-q", "collect", "--root", str(root), "--out", str(tmp_path / "v")])
+    z, v = (tmp_path / n / "journal" for n in ("z", "v"))
+    assert (z / "entries.jsonl").read_bytes() == (v / "entries.jsonl").read_bytes()
+    assert (z / "coverage.json").read_bytes() == (v / "coverage.json").read_bytes()
+    assert json.loads((z / "coverage.json").read_text())["damaged"][0]["lost"] == 51
+    assert sum('"nvml"' in line for line in (z / "entries.jsonl").read_text().splitlines()) == 983
 
 
 def test_zipapp_watch_follows_pid1s_reload_lines_through_the_nodes_libsystemd(bundles, tmp_path):
@@ -167,3 +242,18 @@ def test_zipapp_collects_kube_in_a_pod_with_the_standard_library_alone(bundles, 
     assert s["node"]["gpu"] == {"capacity": 8, "allocatable": 8} and s["errors"] == []
     raw = b"".join(p.read_bytes() for p in b.root.rglob("*") if p.is_file())
     assert b"zipapp-planted-90c4" not in raw and "zipapp-planted-90c4" not in r.stdout + r.stderr
+
+
+def test_zipapp_help_offers_only_what_it_can_run_and_says_where_the_rest_runs(bundles):
+    """issue 28 item 4: the single-file collector's --help offered analyze, fleet and demo, which it cannot
+    run (no jinja2, matplotlib); now its command list holds only what runs here, and the help says where
+    the others do."""
+    pyz = bundles[0]
+    r = subprocess.run([NODE_PYTHON, "-I", "-S", str(pyz), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "{collect,run,timeline,verify,drill,watch}" in r.stdout
+    listed = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("    ") and ln.split()]
+    assert not {"analyze", "fleet", "demo"} & set(listed), listed
+    assert {"collect", "run", "verify"} <= set(listed), listed
+    assert ("analyze, fleet and demo are not in this installation (no jinja2, matplotlib): run them where "
+            "'pip install gpu-forensics[report]' is") in " ".join(r.stdout.split())

@@ -23,7 +23,7 @@ from forensics.events import NodeFacts
 CID = "3f1c0ffee0ddba11"
 SCOPE = f"cri-containerd-{CID}.scope"
 CG = f"/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/{SCOPE}"
-# cases.md C08: the healthy container's drop-in
+# docs/sources.md "Cases" C08: the healthy container's drop-in
 DROP_IN = """# This is a drop-in unit file extension, created via "systemctl set-property"
 # or an equivalent operation. Do not edit.
 [Scope]

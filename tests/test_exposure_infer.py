@@ -19,7 +19,7 @@ from test_hostile_inputs import MACHINE, node_root
 from test_journal import T0, entry, pid1
 
 from forensics.bundle import Bundle
-from forensics.findings.analysis import build, driver_precondition
+from forensics.findings.analysis import build
 from forensics.findings.exposure import assess
 from forensics.timeutil import iso_z
 from forensics.ops.pipeline import collect, read_all
@@ -187,9 +187,9 @@ def test_v2_hook_container_reloaded_by_pid1_after_its_creation_is_broken_inferre
     assert a["incidents"] == []  # the inference opens no incident: the reload would then confirm itself
     assert a["headline"]["verdict"] == "inferred"
     assert a["headline"]["text"] == (
-        "inferred: a systemd daemon-reload (PID 1 logged it at 2026-07-17T12:00:00Z, after the containers were "
-        "created) most likely revoked the GPU of hook-injected containers under the systemd driver; 1 container "
-        "lost GPU access (1 inferred from a daemon-reload, no probe ran); --probe would settle it")
+        "inferred: a systemd daemon-reload (its journal line at 2026-07-17T12:00:00Z, after the containers were "
+        "created) most likely took the GPU of ml/trainer-0; 1 container lost GPU access (1 inferred from a systemd "
+        "daemon-reload, no probe ran); --probe would settle it")
     assert 'id="headline" class="v headline inferred"' in html
     assert "<td data-label=\"Broken\">yes (inferred)</td>" in html and "systemd <span class=\"meta\">(evidence: runc state.json" in html
     assert "cgroup driver systemd (evidence), at risk: yes, broken: yes (inferred)" in md
@@ -293,15 +293,19 @@ def test_a_docker_host_without_a_reload_line_is_not_excluded_by_containerds_sett
     containerd's SystemdCgroup=false (a Docker host's containerd says nothing of Docker) is not held against it."""
     reload, _a = docker_host(tmp_path, [])
     assert reload["verdict"] == "inferred"
-    assert "a reload there fits the symptom." in reload["reason"] and "systemd_cgroup" not in reload["reason"]
+    assert "under the systemd driver (runc state.json cgroup path system.slice:docker:d0c4e5)" in reload["reason"]
+    assert "systemd_cgroup" not in reload["reason"] and reload["mechanism"] == "shown"
 
 
-def test_the_precondition_follows_the_gpu_containers_shown_drivers_and_ignores_assumed_ones():
-    rows = [{"id": "a" * 64, "gpu_injection": "hook", "cgroup_driver": "cgroupfs", "cgroup_driver_basis": "evidence",
-             "cgroup_driver_source": "cgroup path /kubepods/besteffort/pod1/aaaa"},
-            {"id": "b" * 64, "gpu_injection": "hook", "cgroup_driver": "systemd", "cgroup_driver_basis": "default"}]
-    assert driver_precondition(rows, True, "config (runtime nvidia)") == (
-        False, f"container {'a' * 12} runs under cgroupfs: cgroup path /kubepods/besteffort/pod1/aaaa; "
-               "containerd's setting read True (config (runtime nvidia))")
-    assert driver_precondition(rows[1:], False, "config") == (False, "config")  # an assumption changes nothing
-    assert driver_precondition([{**rows[0], "gpu_injection": "none"}], None, None) == (None, None)
+def test_the_reload_follows_the_gpu_containers_shown_drivers_and_ignores_assumed_ones():
+    """Issue 14's precondition, now judged per container: a container shown under cgroupfs keeps its GPU,
+    one only assumed under systemd may lose it (fits, never shown), and containerd's setting is no evidence."""
+    from forensics.findings.causes.reload import _row
+    shown = {"id": "a" * 64, "gpu_injection": "hook", "cgroup_driver": "cgroupfs", "cgroup_driver_basis": "evidence",
+             "cgroup_driver_source": "cgroup path /kubepods/besteffort/pod1/aaaa"}
+    assumed = {"id": "b" * 64, "gpu_injection": "hook", "cgroup_driver": "systemd", "cgroup_driver_basis": "default",
+               "cgroup_driver_source": "assumed: CRI-O's default"}
+    assert _row(shown) == ("ruled-out", "injected outside the OCI spec (hook), but under the cgroupfs driver (cgroup "
+                           "path /kubepods/besteffort/pod1/aaaa): a reload does not rewrite its device rules")
+    assert _row(assumed) == ("fits", "injected outside the OCI spec (hook) under the systemd driver (assumed: CRI-O's "
+                             "default)")

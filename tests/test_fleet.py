@@ -224,6 +224,11 @@ def test_a_fleet_of_analysis_json_files_is_the_fleet_of_their_bundles(fleet50, t
         assert {k: v for k, v in n.items() if k != "bundle"} == {k: v for k, v in by_b[name].items() if k != "bundle"}
     for key in ("counts", "pools", "stories", "timeline"):
         assert from_json[key] == from_bundles[key]
+    # issue 26: each node's report agrees with itself (exposure, verdicts, causes checked, headline)
+    from forensics.findings.consistency import contradictions
+    for f in files:
+        a = json.loads(f.read_text())
+        assert contradictions(a) == [] and not [x for x in a["problems"] if x["artifact"] == "analysis"], f
     # the real settings of fleetgen's device plugin (tests/fleetgen.py containers()), per node
     for p in picked:
         s = by_j[p["node"]]["settings"]

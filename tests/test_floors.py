@@ -1,16 +1,20 @@
-"""The house's floors (../shared/DESIGN.md "The one-way flow"), read from the code's own imports.
+"""The house's floors (docs/design.md "One way through"), read from the code's own imports.
 
 - the core (``forensics`` outside ``findings`` and ``ops``) imports nothing above it;
 - collectors import only the core (never another collector, findings, ops or reports);
 - findings import only the core and themselves;
 - reports import only the core and themselves (they render the analysis JSON);
 - ops may import everything;
-- no import circle between modules, and no product module over 450 lines.
+- no import circle between modules, and no product module over 450 lines;
+- the repository stands alone: no tracked file cites a path outside it (the test corpus
+  ``../shared/real-inputs``, read in place under the ``corpus`` marker, is the one exception).
 Imports inside functions count: a lazy import is still a dependency.
 """
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -126,3 +130,25 @@ def test_collectors_declare_the_contract():
         assert isinstance(getattr(mod, "OPTIONS", None), (list, tuple)), mod.__name__
         assert callable(mod.acquire) and callable(mod.read), mod.__name__
         assert (mod.__doc__ or "").strip(), mod.__name__
+
+
+#: a path into the folder beside the repository, other than the test corpus read in place
+OUTSIDE = re.compile(r"\.\./shared/(?!real-inputs)")
+
+
+def test_no_file_cites_a_path_outside_the_repository():
+    """Outside facts are summarised in docs/sources.md and docs/design.md and cited there, never by a path
+    beside the checkout, which a reader of the repository alone does not have."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=PROJECT, capture_output=True, check=True).stdout
+    hits = []
+    for name in filter(None, names.decode().split("\0")):
+        path = PROJECT / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                hits.append(f"{name}:{n}: {line.strip()}")
+    assert not hits, "files citing a path outside the repository:\n" + "\n".join(hits)

@@ -65,7 +65,8 @@ def test_a_forged_pid1_reload_line_is_kept_flagged_and_never_evidence(tmp_path):
     md, html = render.markdown(a), render.html(a)
     assert md.index("Red flags") < md.index("### Verdicts") and "_PID=31337 _COMM=logger _UID=1000" in md
     assert html.index("Red flags") < html.index('id="verdicts"')
-    assert "<td>31337</td><td>logger</td><td>1000</td><td>syslog</td>" in html
+    assert ('<td data-label="Real _PID">31337</td><td data-label="_COMM">logger</td><td data-label="_UID">1000</td>'
+            '<td data-label="_TRANSPORT">syslog</td>') in html
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "\\<img src=x" in md
 

@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 from forensics.events import Coverage, Event
 from forensics.findings.analysis import _cause_json, headline, verdict_sentence
 from forensics.findings.openers import Incident
-from forensics.findings.verdicts import Cause, Evidence, Window, daemon_reload
+from forensics.findings.verdicts import Cause, Evidence, Window
+from test_verdicts import judge
 from reports import render
 
 UTC = timezone.utc
@@ -61,7 +62,9 @@ def test_broken_undetermined_headline_renders_in_the_warning_colour_and_nothing_
 
 def test_a_cause_that_fits_leads_the_headline_and_an_undetermined_one_says_so():
     inc = incident(Cause("daemon-reload", "inferred", "journal rotated"), Cause("reboot", "confirmed", "btime"))
-    assert headline([inc], {}) == {"verdict": "confirmed", "text": "confirmed: a reboot (I1)"}
+    h = headline([inc], {})
+    assert (h["verdict"], h["text"], h["cause"], h["incident"]) == (
+        "confirmed", "confirmed: a reboot (I1); also fits: a systemd daemon-reload (I1, inferred)", "reboot", "I1")
     inc = incident(Cause("daemon-reload", "excluded", "covered"), Cause("package-transaction", "undetermined", "no log"))
     assert headline([inc], BROKEN)["text"] == ("undetermined: no known cause is confirmed or inferred; a package "
                                                "transaction can be neither shown nor ruled out; 1 container lost GPU access")
@@ -73,17 +76,21 @@ def test_reload_against_a_failing_precondition_is_shown_as_a_contradiction_in_th
     reload = Event(T("2026-09-02T04:05:13"), "journal", "journal.reload", "reload",
                    {"wording": "Reloading.", "requester_pid": 1, "requester_comm": "systemctl",
                     "requester_unit": "snapd.service"}, {"artifact": "journal/entries.jsonl", "line": 1})
-    c = daemon_reload(Window(START, END), Evidence(
+    conflict = ("the container's own evidence says systemd (runc state.json), but containerd's SystemdCgroup=false "
+                "(default (runtime runc); read from /etc/containerd/config.toml) says cgroupfs")
+    row = {**BROKEN["containers"][0], "cgroup_driver": "systemd", "cgroup_driver_basis": "evidence",
+           "cgroup_driver_conflict": conflict}
+    c = judge("daemon-reload", Window(START, END), Evidence(
         [reload], {"journal": Coverage("journal", T("2026-07-16T15:00:05"), T("2026-11-29T23:00:00"), "span")},
-        {"systemd_cgroup": False, "gpu_outside_spec": True},
-        basis={"systemd_cgroup": "default (runtime runc); read from /etc/containerd/config.toml"}))
+        exposure={"assessed": True, "containers": [row]}))
     inc = incident(c, Cause("reboot", "excluded", "A single boot spans the window."))
     a = analysis(inc, BROKEN)
-    assert a["headline"] == {"verdict": "inferred", "text": "inferred: a systemd daemon-reload (I1); the sources "
-                             "contradict each other (see the cause); 1 container lost GPU access"}
-    assert a["incidents"][0]["causes"][0]["contradictions"][0].startswith("systemd_cgroup (default (runtime runc)")
+    assert a["headline"]["verdict"] == "inferred" and a["headline"]["text"] == (
+        "inferred: a systemd daemon-reload (I1); the sources contradict each other (see the cause); 1 container lost "
+        "GPU access")
+    assert a["incidents"][0]["causes"][0]["contradictions"][0] == f"ml/train-0: {conflict}"
     html = render.html(a)
     assert '<p id="headline" class="v headline inferred">' in html
-    assert re.search(r'<tr class="contradiction"><td colspan="7"><b>Sources contradict each other:</b> systemd_cgroup '
-                     r'\(default \(runtime runc\); read from /etc/containerd/config.toml\) does not hold, yet PID 1', html)
-    assert "Sources contradict each other (I1, daemon-reload): systemd_cgroup" in render.markdown(a)
+    assert re.search(r'<tr class="contradiction"><td colspan="7" data-label=""><b>Sources contradict each other:</b> ml/train-0: the '
+                     r"container&#39;s own evidence says systemd", html)
+    assert "Sources contradict each other (I1, daemon-reload): ml/train-0: the container's own evidence" in render.markdown(a)

@@ -1,8 +1,8 @@
 """The journal source, read like the incident: real .journal files built by systemd-journal-remote
 (samples/journalbuild.py), collected through acquire() into a real bundle, read back with read().
 
-Wordings and fields follow ../shared/research/cases.md F1 and "systemd: the manager reload message,
-by version"; the corpus tests read ../shared/research/real-inputs files in place.
+Wordings and fields follow docs/sources.md "Cases" F1 and "systemd: the manager reload message,
+by version"; the corpus tests read ../shared/real-inputs files in place.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from journalbuild import build_journal, export_entry
 from privdrop import run_as_nobody
 
 from collectors import journal
-from collectors.journal import reader, selection
+from collectors.journal import journalctl, reader, selection
 from forensics.artifact import Status
 from forensics.bundle import Bundle, BundleWriter
 from forensics.source import CollectContext
@@ -223,7 +223,7 @@ def test_caller_reloading_and_finished_are_one_reload(tmp_path):
 
 
 def test_two_reloading_lines_a_second_apart_are_two_reloads(tmp_path):
-    # influxdata/telegraf#12610 (cases.md C04): one package upgrade, two `Reloading.`
+    # influxdata/telegraf#12610 (docs/sources.md "Cases" C04): one package upgrade, two `Reloading.`
     root = host_with(tmp_path, pid1(T0, "Reloading."), pid1(T0 + S, "Reloading."),
                      pid1(T0 + 2 * S, "apt-daily-upgrade.service: Succeeded.", func="unit_log_success",
                           UNIT="apt-daily-upgrade.service"))
@@ -295,7 +295,7 @@ def test_boots_and_coverage(tmp_path):
                                        "last": "2026-07-17T12:00:01Z"},
                                       {"boot_id": BOOT2, "first": "2026-07-18T12:00:00Z",
                                        "last": "2026-07-18T15:00:00Z"}]
-    [cov] = reading.coverage
+    [cov] = [c for c in reading.coverage if c.source == "journal"]
     assert (cov.source, cov.start, cov.end) == ("journal", first, last)
     assert "2026-07-15T12:00:00.000007Z to 2026-07-18T15:00:00Z only" in cov.reason
     assert (reading.facts["journal_first"], reading.facts["journal_last"]) == (
@@ -350,7 +350,7 @@ def test_since_limits_the_scan(tmp_path):
     root = host_with(tmp_path, pid1(T0 - timedelta(hours=1), "Reloading."), pid1(T0 + S, "Reloading."))
     reading = analyse(collect(tmp_path, root, since=T0))
     assert [e.at for e in kinds(reading, "journal.reload")] == [T0 + S]
-    [cov] = reading.coverage
+    [cov] = [c for c in reading.coverage if c.source == "journal"]
     assert cov.start == T0 and "collected from 2026-07-17T12:00:00Z on" in cov.reason
 
 
@@ -381,8 +381,10 @@ def test_units_that_matter_and_nvml_errors(tmp_path):
         ("apt-daily-upgrade.service", "starting"), ("nvidia-persistenced.service", "deactivated")]
     nvml = kinds(reading, "journal.nvml-error")
     assert [(e.at, e.attrs["unit"], e.attrs["identifier"], e.attrs["pod"]) for e in nvml] == [
-        (T0 + 4 * S, "kubelet.service", "kubelet", "gpu-ops/nvidia-device-plugin-daemonset-x7k2p"),
-        (T0 + 5 * S, "nvidia-dcgm.service", "nv-hostengine", None)]
+        (T0 + 4 * S, "kubelet.service", "kubelet", "gpu-ops/nvidia-device-plugin-daemonset-x7k2p")]
+    # a GPU that is lost is its own failure (issue 26), not the EPERM family's NVML error
+    [lost] = [e for e in kinds(reading, "journal.symptom") if e.attrs["signature"] == "gpu-lost"]
+    assert (lost.at, lost.attrs["unit"], lost.attrs["identifier"]) == (T0 + 5 * S, "nvidia-dcgm.service", "nv-hostengine")
     [ok] = kinds(reading, "journal.healthy")
     assert (ok.at, ok.attrs["pod"], ok.attrs["unit"]) == (T0 + 7 * S, "ml/trainer-0", "kubelet.service")
 
@@ -417,7 +419,7 @@ def test_flags_from_a_newer_systemd_are_named(tmp_path):
     # no file could be opened and this fake host has no journalctl to fall back on
     [why] = [a for a in bundle.artifacts() if a.source == "journal/entries.jsonl"]
     assert why.status is Status.ERROR and "no journalctl on the node" in why.message
-    [cov] = analyse(bundle).coverage
+    [cov] = [c for c in analyse(bundle).coverage if c.source == "journal"]
     assert cov.start is None and "no journal entries were collected" in cov.reason
 
 
@@ -500,7 +502,7 @@ def test_journalctl_source_selects_the_same_entries(tmp_path):
     by_reader, by_journalctl = [], []
     with open(f, "rb") as fh:
         for src, out in ((reader._ReaderSource([fh.fileno()]), by_reader),
-                         (reader._JournalctlSource([shutil.which("journalctl")], [str(f)]), by_journalctl)):
+                         (journalctl._JournalctlSource([shutil.which("journalctl")], [str(f)]), by_journalctl)):
             sel, boots, first, last = selection.select(src, None, [])
             out.append((list(sel.entries()), boots, first["__CURSOR"], last["__CURSOR"]))
     assert by_journalctl == by_reader
@@ -527,7 +529,7 @@ def test_chroot_fallback_runs_the_nodes_journalctl(tmp_path):
     _install_journalctl(root)
     ctx = CollectContext(root=root, writer=BundleWriter(tmp_path / "unused"))
     files, dirs, _ = journal._find(ctx)
-    src = journal._fallback(ctx, files)
+    src = journalctl.fallback(ctx, files, journal.ENTRIES)
     assert src.base[:4] == ["chroot", str(root), "/usr/bin/journalctl",
                             f"--file=/var/log/journal/{MACHINE}/system.journal"]
     assert src.tmpdir == ctx.writer.dir  # journalctl's stderr is kept in the output, not the node's /tmp

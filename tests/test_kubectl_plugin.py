@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from forensics.ops import kubectl_plugin as kp
 from forensics.ops.cli import SAMPLE_ROOT
 from forensics.ops.kubectl_pod import parse_ready
 from kubeapi_replay import Replay, fixture, free_port_closed, kubeconfig
+from loopback import RawServer, request_line
 
 PROJECT = Path(__file__).resolve().parent.parent
 NODE, NS, IMAGE = "gpu-a100-007", "gpu-forensics", "registry.example/gpu-forensics:0.1.0"
@@ -226,7 +228,7 @@ def test_a_bundle_that_does_not_verify_is_refused(tmp_path, capsys):
         rc = _run(srv, tmp_path)
     assert rc == ka.EXIT_INVALID == 3
     line = _one_error(capsys)
-    assert "the copied bundle does NOT verify (1 problems, first: changed: node/os-release); not analysed" in line
+    assert "the copied bundle does NOT verify (1 problem, first: changed: node/os-release); not analysed" in line
     assert not (tmp_path / "here" / "b-report").exists()
     assert _deleted(srv) == ["Background"]
 
@@ -328,3 +330,184 @@ def test_unknown_collect_option_is_one_line(tmp_path, capsys):
         assert _run(srv, tmp_path, "--", "--no-such-option") == ka.EXIT_USAGE and srv.requests == []
     assert capsys.readouterr().err.strip() == ("kubectl-gpu_forensics: error: collect options: unrecognized "
                                                "arguments: --no-such-option")
+
+
+# -- hostile peers (issue 27): every answer bounded, every way out deletes the Job ------------------------
+def _spawn(srv: Replay, tmp_path: Path, *extra: str) -> subprocess.Popen:
+    """The plugin as kubectl runs it: its own process (the signals and the memory are its own)."""
+    kc = kubeconfig(tmp_path / "kubeconfig", srv.url)
+    (tmp_path / "here").mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "forensics.ops.kubectl_plugin", NODE, "--kubeconfig", str(kc),
+                             "--image", IMAGE, "--job-name", JOB, "--out-dir", str(tmp_path / "here"), "--poll", "0.05",
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT)
+
+
+def _finish(p: subprocess.Popen, timeout: float = 120) -> tuple[int, str, int]:
+    """``(exit code, stderr, peak resident memory in KiB)``. The peak is the largest ``VmHWM`` of
+    /proc/PID/status seen while it runs (its own image's high-water mark, reset at exec), not wait4(2)'s
+    ``ru_maxrss``, which keeps the forking pytest's resident size from before the exec (over 300 MiB late
+    in a whole-suite run)."""
+    err, peak = [], 0
+    t = threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)
+    t.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status_text = Path(f"/proc/{p.pid}/status").read_text()
+            peak = max(peak, int(re.search(r"^VmHWM:\s+(\d+) kB", status_text, re.M).group(1)))
+        except (OSError, AttributeError):  # gone, or a zombie without its memory lines
+            pass
+        pid, status, _usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            t.join(10)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return p.returncode, err[0] if err else "", peak
+        time.sleep(0.02)
+    p.kill()
+    raise AssertionError("the plugin did not end")
+
+
+def _flood(total: int, piece: int = 1 << 20):
+    for _ in range(total // piece):
+        yield b"\0" * piece
+
+
+@pytest.mark.parametrize("channel", ["stdout", "stderr"])
+def test_a_node_that_announces_1_byte_and_sends_256_mib_is_refused_and_nothing_is_kept(tmp_path, channel):
+    """The pod says its bundle is 1 byte and its ``send`` answers with 256 MiB (on stdout, or on stderr
+    after the byte): before, all of it was written (stdout) or held in memory (stderr, and the client's
+    buffers of both). Now the plugin stops at the bytes it asked for plus a little framing, says so in one
+    line, removes the partial copy and deletes the Job; its memory stays far below what was sent."""
+    ready = ("gpu-forensics-pod: bundle-ready path=/bundles/b.tar.gz size=1 sha256=" + "a" * 64
+             + " manifest_sha256=" + "b" * 64 + " rc=0\n").encode()
+
+    def serve(command):
+        if command[3] != "send":
+            return b"", b"", 0
+        return (_flood(256 << 20), b"", 0) if channel == "stdout" else (b"x", _flood(256 << 20), 1)
+    with Replay(_base_routes(["pods-running.json"], log=(200, ready)), serve) as srv:
+        rc, err, peak_kib = _finish(_spawn(srv, tmp_path))
+        time.sleep(0.2)
+    assert rc == ka.EXIT_INVALID, err
+    [line] = [x for x in err.splitlines() if ": error: " in x]
+    assert line.startswith("kubectl-gpu_forensics: error: copy of /bundles/b.tar.gz bytes 0+1: the pod sent more than "
+                           "the 1 bytes asked for; refused; the partial copy is removed"), line
+    assert "Traceback" not in err
+    assert list((tmp_path / "here").iterdir()) == []  # no b.tar.gz, no b.tar.gz.part
+    assert srv.cut and srv.cut[0][3] == "send"  # the server could not send it all: the plugin hung up
+    assert 0 < peak_kib < 200 << 10, f"peak memory {peak_kib} KiB for 256 MiB sent"
+    assert _deleted(srv) == ["Background"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_waiting_deletes_the_job(tmp_path, sig):
+    """A CI job cancelled (SIGTERM), ``timeout`` (SIGTERM), a closed terminal (SIGHUP) or Ctrl-C, sent to
+    the plugin's own process while it waits for the pod: the DELETE of the Job reaches the API server
+    (before: SIGTERM and SIGHUP ended the process at once, leaving the Job and its root hostPath pod for
+    up to a day) and the plugin says so in one line."""
+    with Replay(_base_routes(["pods-creating.json"])) as srv:
+        p = _spawn(srv, tmp_path, "--timeout", "120")
+        deadline = time.monotonic() + 60
+        while len(srv.seen("GET", PODS)) < 2 and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.02)
+        p.send_signal(sig)
+        rc, err, _peak = _finish(p, 60)
+        deleted = _deleted(srv)
+    assert rc == 128 + sig, err
+    assert deleted == ["Background"]
+    expected = "interrupted" if sig == signal.SIGINT else f"interrupted by {sig.name}"
+    assert err.splitlines()[-1] == f"kubectl-gpu_forensics: {expected}", err
+    assert f"kubectl-gpu_forensics: deleted job {NS}/{JOB} (its pod goes too)" in err
+
+
+@pytest.mark.parametrize("what", ["pod list", "pod log"])
+def test_an_api_server_answer_over_the_bound_is_refused(tmp_path, capsys, what):
+    """A pod list of 64 MiB (an API server that sends a huge or never-ending JSON), a pod log of 64 MiB
+    for ``tailLines=20`` (a log stream that does not end): refused at ``MAX_ANSWER`` bytes, one line,
+    the Job deleted."""
+    huge = (b'{"kind": "PodList", "items": [' if what == "pod list" else b"collecting\n") + b" " * (64 << 20)
+    path = PODS if what == "pod list" else f"{PODS}/{POD}/log"
+    with Replay({**_base_routes(["pods-running.json"]), f"GET {path}": [(200, huge)]}) as srv:
+        rc = _run(srv, tmp_path)
+    assert rc == ka.EXIT_API
+    line = _one_error(capsys)
+    assert line.endswith(f"{path}: the answer is over {ka.MAX_ANSWER} bytes; refused (an API server's answer "
+                         "to this is a few KiB)"), line
+    assert _deleted(srv) == ["Background"]
+
+
+def _answering(answer):
+    """A talk for :class:`loopback.RawServer`: each request's path and Authorization kept in ``seen``,
+    then ``answer(path)``'s pieces sent as they come."""
+    def talk(srv, conn):
+        path, auth = request_line(conn)
+        srv.seen.append((path, auth))
+        for piece in answer(path):
+            if srv.stop.is_set():
+                return
+            conn.sendall(piece)
+    return talk
+
+
+def test_an_api_server_that_trickles_its_answer_is_given_up_at_the_deadline(tmp_path, capsys, monkeypatch):
+    """The node's answer announced as 100 kB and sent a byte every 0.2 s: no read ever times out
+    (30 s each), so only the answer's own deadline (``ANSWER_S``, 2 s here) ends it."""
+    def trickle(_path):
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        while True:
+            time.sleep(0.2)
+            yield b" "
+    monkeypatch.setattr(ka, "ANSWER_S", 2.0)
+    srv = RawServer(_answering(trickle))
+    try:
+        kc = kubeconfig(tmp_path / "kubeconfig", srv.url)
+        t0 = time.monotonic()
+        rc = kp.main([NODE, "--kubeconfig", str(kc), "--out-dir", str(tmp_path)])
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert rc == ka.EXIT_API and took < 10
+    line = _one_error(capsys)
+    assert f"/api/v1/nodes/{NODE}: the answer took over 2 s (" in line and line.endswith(" bytes); given up"), line
+
+
+def test_a_redirect_of_the_api_server_is_not_followed_and_the_token_stays(tmp_path, capsys):
+    """``GET node`` answered with a 302 to another server, and with a 302 to itself (a loop): the plugin
+    goes nowhere else, so the other server never sees the bearer token, and it ends in one line."""
+    other = RawServer(_answering(lambda _path: [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"]))
+    srv = RawServer(_answering(lambda path: [f"HTTP/1.1 302 Found\r\nLocation: {other.url if 'loop' not in path else ''}"
+                                               f"{path}\r\nContent-Length: 0\r\n\r\n".encode()]))
+    try:
+        kc = kubeconfig(tmp_path / "kubeconfig", srv.url)
+        codes = [kp.main([node, "--kubeconfig", str(kc), "--out-dir", str(tmp_path)]) for node in (NODE, "loop")]
+        err = capsys.readouterr().err
+    finally:
+        srv.close()
+        other.close()
+    assert other.seen == [] and len(srv.seen) == 2, (other.seen, srv.seen)
+    assert {auth for _p, auth in srv.seen} == {"Bearer replay-token"}
+    assert codes == [ka.EXIT_API, ka.EXIT_API]
+    lines = [x for x in err.splitlines() if ": error: " in x]
+    assert len(lines) == 2 and all("HTTP 302" in x for x in lines), err
+
+
+def test_an_exec_that_never_ends_is_given_up_at_its_deadline(tmp_path):
+    """A ``send`` whose stream stops without its Status or a close (a hung node, a proxy holding the
+    socket): the copy's exec gives up at its deadline (2 s here) with what it got, not waiting forever."""
+    import hashlib
+    import io
+
+    def serve(command):
+        def stalled():
+            yield b"0123456789"
+            time.sleep(8)
+        return stalled(), b"", 0
+    with Replay({}, serve) as srv:
+        api = ka.client(str(kubeconfig(tmp_path / "kubeconfig", srv.url)), None)
+        out, t0 = io.BytesIO(), time.monotonic()
+        got, status = ka.run_exec(api, NS, POD, "collect", ["python3", "-m", "forensics.ops.kubectl_pod", "send", "/b", "0",
+                                                            "100"], out, hashlib.sha256(), 100, 2.0)
+        took = time.monotonic() - t0
+    assert (got, out.getvalue()) == (10, b"0123456789")
+    assert status == {"status": "Failure", "message": "no end of the exec within 2 s"}
+    assert took < 6

@@ -206,13 +206,13 @@ def test_the_systemd_version_is_read_from_the_node(node):
 
 def _names_stack(named, stack: dict) -> bool:
     """A remedy's ``stack`` names the recognised stack: equal to it, or naming its device plugin (else
-    its engine) in a string; or it says it is the same on every stack (``"any (stack-neutral)"``:
+    its engine) in a string; or it says it is the same on every stack (``"every stack"``:
     findings/remedies.py gives it to the /dev/char links and to recreating the containers, whose commands
     are still checked against the root's forbidden strings)."""
     if named == stack:
         return True
     text = json.dumps(named).lower() if not isinstance(named, str) else named.lower()
-    if "stack-neutral" in text:
+    if "every stack" in text:
         return True
     key = stack.get("device_plugin") or stack.get("engine")
     return bool(key) and str(key).lower() in text
@@ -259,3 +259,11 @@ def test_a_copied_v2_root_lists_no_device_programs_and_says_why_instead_of_an_er
     arts = [a for a in Bundle.open(tmp_path / "bundle").artifacts() if "bpftool" in a.source]
     assert arts and {a.status.value for a in arts} == {"absent"}
     assert all("is not on a mounted cgroup2 file system (a copied or offline root)" in a.message for a in arts)
+
+
+def test_the_report_never_contradicts_itself(node):
+    """Issue 26 item 4: exposure, verdicts, causes-checked table and headline agree on every root."""
+    from forensics.findings.consistency import contradictions
+    rid, a, _, _ = node
+    assert contradictions(a) == [], rid
+    assert not [p for p in a["problems"] if p["artifact"] == "analysis"], rid

@@ -167,7 +167,7 @@ def test_dcgm_last_seen_is_the_samples_own_time_per_gpu(lab):
 
 
 def test_timestamp_of_last_over_time_is_the_evaluation_time(lab):
-    """The trap the collector avoids (formats.md §3): timestamp() of anything but a plain selector."""
+    """The trap the collector avoids (docs/sources.md "Prometheus"): timestamp() of anything but a plain selector."""
     def q(expr):
         return requests.get(lab["srv"].url + "/api/v1/query", params={"query": expr, "time": END}).json()
     wrong = q(f'timestamp(last_over_time(DCGM_FI_DEV_GPU_UTIL{{Hostname="{NODE}"}}[3d]))')
@@ -344,8 +344,9 @@ def test_server_that_never_answers_is_an_error_and_collection_goes_on(tmp_path):
     with socket.socket() as s:  # accepts connections (kernel backlog) and never replies
         s.bind(("127.0.0.1", 0))
         s.listen(16)
+        port = s.getsockname()[1]
         ctx = CollectContext(root=root, writer=w, node=HostFacts(hostname=NODE),
-                             options={"prometheus": f"http://127.0.0.1:{s.getsockname()[1]}",
+                             options={"prometheus": f"http://127.0.0.1:{port}",
                                       "prometheus_timeout": 2.0, "prometheus_budget": 4.0})
         t0 = time.monotonic()
         for mod in (metrics, node_collector):  # the collection loop: the next source still runs
@@ -355,7 +356,8 @@ def test_server_that_never_answers_is_an_error_and_collection_goes_on(tmp_path):
     b = Bundle.open(tmp_path / "bundle")
     assert elapsed < 4.0 + 3
     errors = [a for a in b.artifacts() if a.status == Status.ERROR and a.method.startswith("prometheus")]
-    assert len(errors) == 1 and "timed out" in errors[0].message
+    # one plain sentence naming the peer and the limit (issue 28), not urllib3's ReadTimeoutError text
+    assert len(errors) == 1 and errors[0].message == f"no answer from 127.0.0.1:{port} within 2 s"
     assert any(a.path == "node/hostname" and a.status == Status.COLLECTED for a in b.artifacts())
     r = metrics.read(b, NodeFacts())
     assert r.coverage[0].start is None and "did not answer" in r.coverage[0].reason
@@ -418,3 +420,47 @@ def test_a_malformed_prometheus_url_is_an_error_artifact_not_a_lost_bundle(tmp_p
     m = json.loads((out / "manifest.json").read_text())
     assert m["options"]["prometheus"] == "<redacted>"
     assert any(a["status"] == "error" and "prometheus" in (a["method"] + a["source"]).lower() for a in m["artifacts"])
+
+
+def _lying_server(body_chunks, announce: int):
+    """A real HTTP server on loopback that announces ``announce`` bytes and sends ``body_chunks`` (an
+    iterable of (bytes, seconds to wait before it))."""
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(announce))
+            self.end_headers()
+            try:
+                for chunk, wait in body_chunks:
+                    time.sleep(wait)
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_a_dcgm_scrape_is_bounded_by_the_tool_not_by_what_the_peer_says(tmp_path, monkeypatch):
+    """issue 27 item 1: the dcgm-exporter scrape read the whole body into memory (``r.content``) before
+    cutting it, and a server that trickles never ended it. Now: at most MAX_BYTES kept whatever was
+    announced, and an overall deadline."""
+    monkeypatch.setattr(promclient, "MAX_BYTES", 1 << 20)
+    big = _lying_server([(b"x" * 65536, 0)] * 64, announce=1 << 30)  # 4 MiB sent, 1 GiB announced
+    w = BundleWriter(tmp_path / "b")
+    text = promclient.fetch_text(f"http://127.0.0.1:{big.server_port}/metrics", w, "metrics/dcgm.txt", timeout=10)
+    assert len(text) == 1 << 20 and (w.dir / "metrics/dcgm.txt").stat().st_size == 1 << 20
+    slow = _lying_server([(b"#", 0.3)] * 100, announce=100)  # a byte every 0.3 s: each read is in time
+    t0 = time.monotonic()
+    with pytest.raises(promclient.PrometheusError) as e:
+        promclient.fetch_text(f"http://127.0.0.1:{slow.server_port}/metrics", w, "metrics/slow.txt", timeout=1.5)
+    assert time.monotonic() - t0 < 3
+    assert str(e.value).startswith(f"no complete answer from 127.0.0.1:{slow.server_port} within 1.5 s: answer not "
+                                   "complete after ")
+    big.shutdown(), slow.shutdown()

@@ -307,6 +307,8 @@ HOSTILE = {
     "an absolute path": lambda m: m["artifacts"][0].update(path="/etc/passwd"),
     "a size that is text": lambda m: m["artifacts"][0].update(size="big"),
     "an unknown status": lambda m: m["artifacts"][0].update(status="fine"),
+    "a status that is a list": lambda m: m["artifacts"][0].update(status=[]),  # issue 27: was a TypeError traceback
+    "a status that is an object": lambda m: m["artifacts"][0].update(status={}),
     "notes not a list": lambda m: m["artifacts"][0].update(notes=5),
     "a sha256 that is not one": lambda m: m["artifacts"][0].update(sha256=["x"]),
     "deep nesting": lambda m: m.update(extra=_nest(50)),
@@ -440,7 +442,7 @@ def test_analyze_verifies_first_and_marks_a_tampered_bundle_in_every_report(good
     html, md = (tmp_path / "r/r.html").read_text(), (tmp_path / "r/r.md").read_text()
     assert 'role="alert" id="integrity"' in html.split("<h1>")[0]  # before everything else in the body
     assert "changed: node/hostname" in html and "--allow-tampered" in html
-    assert md.startswith("**TAMPERED OR DAMAGED BUNDLE: it does not match its manifest (1 problems: "
+    assert md.startswith("**TAMPERED OR DAMAGED BUNDLE: it does not match its manifest (1 problem: "
                          "changed: node/hostname). Analysed anyway (--allow-tampered)")
 
 

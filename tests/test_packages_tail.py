@@ -19,6 +19,7 @@ from forensics.bundle import Bundle, BundleWriter
 from forensics.events import NodeFacts
 from forensics.findings import verdicts
 from forensics.findings.verdicts import Evidence, Window
+from test_verdicts import judge
 from forensics.redact import redact_bytes
 from forensics.source import CollectContext
 from forensics.timeutil import iso_z, parse_iso
@@ -124,14 +125,13 @@ def test_a_cut_head_between_rotations_is_a_hole_and_the_requester_cites_it(tmp_p
     # the coverage runs from June 1st, yet a window inside the cut head is not covered: no "excluded"
     lo, hi = parse_iso("2026-06-20T09:00:00Z"), parse_iso("2026-06-20T09:30:00Z")
     assert not verdicts.covers(dpkg, lo, hi)
-    pt = verdicts.package_transaction(Window(lo, hi), Evidence([], {"dpkg": dpkg}))
+    pt = judge("package-transaction", Window(lo, hi), Evidence([], {"dpkg": dpkg}))
     assert pt.verdict == "undetermined" and any(f"dpkg.log before {first} not kept" in g for g in pt.gaps)
     # a reload with no caller line there: its requester is read from package history, so the cut is cited
     rl = Event(parse_iso("2026-06-20T09:10:00Z"), "journal", "journal.reload", "reload", {"wording": "Reloading."},
                {"artifact": "journal/entries.jsonl", "line": 1})
     journal = Coverage("journal", parse_iso("2026-06-01T00:00:00Z"), parse_iso("2026-07-01T00:00:00Z"), "journal")
-    c = verdicts.daemon_reload(Window(lo, hi), Evidence([rl], {"journal": journal, "dpkg": dpkg},
-                                                        {"systemd_cgroup": True}))
+    c = judge("daemon-reload", Window(lo, hi), Evidence([rl], {"journal": journal, "dpkg": dpkg}))
     assert c.verdict == "confirmed" and c.requested_by["basis"] == "unknown"
     assert any(g.startswith("dpkg has a hole in the window: ") and f"dpkg.log before {first} not kept" in g
                for g in c.gaps)

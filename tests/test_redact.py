@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 
 from collectors import runtime_config as rc
-from forensics import redact
+from forensics import redact, redact_config
 
 
 def test_the_description_lists_each_rule_from_its_constants():
@@ -16,7 +16,7 @@ def test_the_description_lists_each_rule_from_its_constants():
     for word in (*redact.ENV_KEPT, *redact.CRED_WORDS, *redact.K8S_ANNOTATIONS, *redact.AUTH_SCHEMES,
                  *redact.ASSIGN_WORDS, *redact.TOML_FILE_KEYS, redact.CDI_PREFIX, redact.LAST_APPLIED):
         assert word in text, word
-    assert {n for n, _ in redact.RULES} >= {"env", "annotations", "args", "text", "urls", "toml"}
+    assert {n for n, _ in redact.RULES} >= {"env", "annotations", "args", "text", "urls", "config"}
     assert redact.description(False) == "nothing: --no-redact was given"
 
 
@@ -83,7 +83,7 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 
 
 def test_a_redacted_containerd_toml_still_parses_and_is_still_read():
-    out = redact.redact_toml(CONTAINERD)
+    out = redact_config.redact_toml(CONTAINERD)
     for planted in ("nvapi-planted-9f8e7d6c5b4a", "idt-planted-1234", "m1rr0r-pw"):
         assert planted not in out
     doc = tomllib.loads(out)

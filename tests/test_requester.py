@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from test_journal import T0, analyse, collect, host_with, pid1
-from test_verdicts import PRE, T, cov, reload
+from test_verdicts import PRE, T, cov, judge, reload
 
 from forensics.events import Event
 from forensics.findings.correlator import correlate
-from forensics.findings.verdicts import Evidence, Window, daemon_reload
+from forensics.findings.verdicts import Evidence, Window
 from forensics.timeutil import iso_z
 
 US = timedelta(microseconds=1)
@@ -37,7 +37,7 @@ def reload_cause(tmp_path, *entries):
     reading = analyse(collect(tmp_path, host_with(tmp_path, *entries)))
     manifest = {"incidents": [{"start": iso_z(T0 - timedelta(seconds=10)), "end": iso_z(T0 + timedelta(seconds=30))}],
                 "collection": {"start": iso_z(T0 + timedelta(minutes=5))}}
-    (inc,), _ = correlate(manifest, sorted(reading.events, key=lambda e: e.at), reading.coverage, PRE)
+    (inc,), _ = correlate(manifest, sorted(reading.events, key=lambda e: e.at), reading.coverage, exposure=PRE)
     return next(c for c in inc.causes if c.kind == "daemon-reload")
 
 
@@ -91,7 +91,7 @@ def test_units_whose_run_brackets_the_reload_are_ranked_candidates_and_no_other_
         unit(r - 0.9 * s, "containerd.service", "started"),                                 # a daemon that runs on
         unit(r - 1 * s, "cri-containerd-5414425b6832c90b.scope", "started"),                # a pod's container
         reload("2026-09-02T04:05:13")], key=lambda e: e.at)
-    c = daemon_reload(Window(r - 10 * s, r + 20 * s), Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00")), PRE))
+    c = judge("daemon-reload", Window(r - 10 * s, r + 20 * s), Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00"))))
     rb = c.requested_by
     assert [x["unit"] for x in rb["candidates"]] == ["run-u42.service", "nvidia-dcgm.service", "session-3.scope",
                                                      "containerd.service"]
@@ -110,8 +110,8 @@ def test_a_daemon_started_just_before_and_running_on_is_listed_but_not_named_the
     (re)started: containerd ran across the reload but is no requester; the cause says unknown and lists it."""
     r = T("2026-09-02T04:05:13")
     ev = [unit(r - timedelta(seconds=0.88), "containerd.service", "started"), reload("2026-09-02T04:05:13")]
-    c = daemon_reload(Window(r - timedelta(seconds=10), r + timedelta(seconds=20)),
-                      Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00")), PRE))
+    c = judge("daemon-reload", Window(r - timedelta(seconds=10), r + timedelta(seconds=20)),
+                      Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00"))))
     rb = c.requested_by
     assert (rb["unit"], rb["basis"]) == (None, "unknown")
     assert [x["unit"] for x in rb["candidates"]] == ["containerd.service"]
@@ -125,8 +125,8 @@ def test_a_sudo_line_is_credited_to_the_reload_after_it_not_to_a_later_one():
                   "message": "ops : TTY=pts/0 ; PWD=/root ; USER=root ; COMMAND=/bin/systemctl daemon-reload"},
                  {"artifact": "journal/entries.jsonl", "line": 3})
     ev = [sudo, reload("2026-09-02T04:05:13"), reload("2026-09-02T04:05:14")]
-    c = daemon_reload(Window(T("2026-09-02T04:05:00"), T("2026-09-02T04:05:30")),
-                      Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00")), PRE))
+    c = judge("daemon-reload", Window(T("2026-09-02T04:05:00"), T("2026-09-02T04:05:30")),
+                      Evidence(ev, cov(journal=("2026-09-01T00:00:00", "2026-09-03T00:00:00"))))
     assert c.requested_by["unit"] == "session-3.scope" and c.requested_by["comm"] == "sudo"
     assert "1 s before the reload" in c.requested_by["inferred_from"]
     second = [e for e in c.evidence if e["kind"] == "journal.reload"][1]

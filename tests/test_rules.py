@@ -1,5 +1,5 @@
 """The findings floor's two lists, and its border with the collectors: the cause rules
-(``verdicts.RULES``, one signature ``rule(window, evidence) -> Cause``) and the incident openers
+(``causes.RULES``, one :class:`~forensics.findings.verdicts.Rule` per cause) and the incident openers
 (``openers.OPENERS``) that ``correlate`` iterates; the metrics Reading gives facts (rules, series,
 last-seen) that findings judge; the packages Reading extends an append-only log's coverage to the
 collection itself, so the correlator knows no host path."""
@@ -12,17 +12,19 @@ from pathlib import Path
 from collectors import packages
 from forensics.bundle import Bundle, BundleWriter
 from forensics.events import Coverage, Event, NodeFacts
-from forensics.findings import alerts, openers, verdicts
+from forensics.findings import alerts, causes, openers
 from forensics.findings.analysis import verdict_sentence
 from forensics.findings.correlator import correlate
 from forensics.findings.openers import Incident, Signs
-from forensics.findings.verdicts import CONFIRMED, Cause, Evidence, Window
+from forensics.findings.verdicts import CONFIRMED, Cause, Evidence, Rule, Window
 from forensics.source import CollectContext
 
 PROJECT = Path(__file__).resolve().parent.parent
 UTC = timezone.utc
 T = lambda s: datetime.fromisoformat(s).replace(tzinfo=UTC)  # noqa: E731
-PRE = {"systemd_cgroup": True, "gpu_outside_spec": True}
+PRE = {"assessed": True, "containers": [{"id": "6a1f0c2e9b7d", "namespace": "ml", "pod": "trainer-0",
+                                          "gpu_injection": "hook", "cgroup_driver": "systemd",
+                                          "cgroup_driver_basis": "evidence", "at_risk": True, "broken": False}]}
 #: the seed case: trainer-0 lost its GPU at 04:05:27 after snapd's reload at 04:05:13 (node time KST)
 MANIFEST = {"incidents": [{"start": "2026-09-02T04:04:58Z", "end": "2026-09-02T04:05:27Z", "label": "trainer-0"}],
             "collection": {"start": "2026-11-30T02:00:00Z"},
@@ -40,40 +42,45 @@ COVERAGE = [Coverage("journal", T("2026-07-16T15:00:05"), T("2026-11-30T01:59:00
             Coverage("boot", T("2025-12-25T00:12:44"), T("2026-11-30T02:00:00"), "btime 2025-12-25")]
 
 
-def test_rules_registry_holds_the_three_causes_and_correlate_weighs_each():
-    assert verdicts.RULES == {"daemon-reload": verdicts.daemon_reload,
-                              "package-transaction": verdicts.package_transaction, "reboot": verdicts.reboot}
-    (inc,), _ = correlate(MANIFEST, EVENTS, COVERAGE, PRE)
-    assert [(c.kind, c.verdict) for c in inc.causes] == [
+def test_rules_registry_holds_every_cause_and_correlate_weighs_each():
+    assert all(isinstance(r, Rule) and r.kind == k for k, r in causes.RULES.items())
+    (inc,), _ = correlate(MANIFEST, EVENTS, COVERAGE, exposure=PRE)
+    assert [c.kind for c in inc.causes] == list(causes.RULES)
+    by = {c.kind: c for c in inc.causes}
+    assert [(k, by[k].verdict) for k in ("daemon-reload", "package-transaction", "reboot")] == [
         ("daemon-reload", "confirmed"), ("package-transaction", "confirmed"), ("reboot", "excluded")]
-    reload, pkg, boot = inc.causes
+    reload, pkg, boot = by["daemon-reload"], by["package-transaction"], by["reboot"]
     assert reload.requested_by["unit"] == "snapd.service" and reload.at == T("2026-09-02T04:05:13")
     assert pkg.at == T("2026-09-02T04:05:11") and "1 package log entries" in pkg.reason
     assert "single boot spans the window" in boot.reason
+    assert reload.remedy and reload.remedy["commands"][0] == "kubectl delete pod -n ml trainer-0"
 
 
-def test_a_rule_added_to_the_registry_is_weighed_and_named_by_its_kind(monkeypatch):
+def test_a_rule_added_to_the_registry_is_weighed_and_named_by_its_title(monkeypatch):
     seen = []
 
     def disk_full(window: Window, ev: Evidence) -> Cause:
         """confirmed when the journal says the disk filled inside the window (the test's only verdict)."""
-        seen.append((window, [e.kind for e in ev.events], sorted(ev.coverage), ev.preconditions, ev.node))
+        seen.append((window, [e.kind for e in ev.events], sorted(ev.coverage), ev.exposure, ev.node, ev.scope))
         return Cause("disk-full", CONFIRMED, "kubelet logged 'no space left on device'.", at=window.end)
 
-    monkeypatch.setitem(verdicts.RULES, "disk-full", disk_full)
-    (inc,), _ = correlate(MANIFEST, EVENTS, COVERAGE, PRE)
-    assert [c.kind for c in inc.causes] == ["daemon-reload", "package-transaction", "reboot", "disk-full"]
-    assert seen == [(Window(T("2026-09-02T04:04:58"), T("2026-09-02T04:05:27")),
-                     ["package.dpkg-action", "journal.reload"], ["boot", "dpkg", "journal"], PRE,
-                     MANIFEST["node_facts"])]
+    rule = Rule("disk-full", "a full disk", frozenset({"unknown"}), ("journal",), disk_full)
+    monkeypatch.setitem(causes.RULES, "disk-full", rule)
+    monkeypatch.setitem(causes.TITLES, "disk-full", rule.title)
+    (inc,), _ = correlate(MANIFEST, EVENTS, COVERAGE, exposure=PRE)
+    assert [c.kind for c in inc.causes][-1] == "disk-full"
+    (window, kinds, sources, exposure, node, scope), = seen
+    assert window == Window(T("2026-09-02T04:04:58"), T("2026-09-02T04:05:27"))
+    assert kinds == ["package.dpkg-action", "journal.reload"] and sources == ["boot", "dpkg", "journal"]
+    assert exposure is PRE and node["boot_id"] == MANIFEST["node_facts"]["boot_id"] and scope.symptom == "unknown"
     assert verdict_sentence(inc, inc.causes[-1], UTC) == (
-        "Incident I1 (trainer-0): disk-full is CONFIRMED at 2026-09-02 04:05:27 +00:00 (04:05:27 UTC). "
+        "Incident I1 (trainer-0): a full disk is CONFIRMED at 2026-09-02 04:05:27 +00:00 (04:05:27 UTC). "
         "kubelet logged 'no space left on device'.")
 
 
 def test_the_openers_list_runs_in_order_and_an_added_opener_opens_an_incident(monkeypatch):
     assert openers.OPENERS == [openers.from_given, openers.from_metrics, openers.from_journal,
-                               openers.from_containers]
+                               openers.from_containers, openers.from_kernel, openers.from_oom]
 
     def from_kernel_xid(out: list[Incident], signs: Signs) -> None:
         """An Xid 79 ('GPU has fallen off the bus') line opens an incident from the window given before it."""
@@ -81,9 +88,9 @@ def test_the_openers_list_runs_in_order_and_an_added_opener_opens_an_incident(mo
                             T("2026-09-03T00:10:00"), "kernel", evidence=[{"artifact": "node/dmesg", "line": 3}]))
 
     monkeypatch.setattr(openers, "OPENERS", openers.OPENERS + [from_kernel_xid])
-    incs, _ = correlate(MANIFEST, EVENTS, COVERAGE, PRE)
+    incs, _ = correlate(MANIFEST, EVENTS, COVERAGE, exposure=PRE)
     assert [(i.id, i.origin, i.label) for i in incs] == [("I1", "--incident", "trainer-0"), ("I2", "kernel", None)]
-    assert [c.kind for c in incs[1].causes] == ["daemon-reload", "package-transaction", "reboot"]
+    assert [c.kind for c in incs[1].causes] == list(causes.RULES)
     assert {c.kind: c.verdict for c in incs[1].causes}["daemon-reload"] == "excluded"  # journal covers it
 
 
@@ -113,7 +120,7 @@ def test_metrics_facts_open_incidents_in_findings_and_feed_the_audit():
                     "10.0.0.5:9400 stayed up (up=1)", "evidence": [{"artifact": "metrics/0007.json"}]},
         {"start": "2026-08-01T14:59:30Z", "end": "2026-08-01T15:00:00Z", "detector": "capacity-zero",
          "symptom": "nvidia_com_gpu capacity fell from 4 to 0", "evidence": [{"artifact": "metrics/0012.json"}]}]
-    incs, _ = correlate({"collection": {"start": "2026-11-30T02:00:00Z"}}, [], [], PRE, metrics=METRICS)
+    incs, _ = correlate({"collection": {"start": "2026-11-30T02:00:00Z"}}, [], [], exposure=PRE, metrics=METRICS)
     assert [(i.origin, i.label, i.start, i.end) for i in incs] == [
         ("metrics", "dcgm-vanished", T("2026-07-11T03:34:00"), T("2026-07-11T03:35:00")),
         ("metrics", "capacity-zero", T("2026-08-01T14:59:30"), T("2026-08-01T15:00:00"))]
@@ -167,7 +174,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_findings_import_no_collector_and_collectors_no_findings():
-    for p in sorted((PROJECT / "forensics" / "findings").glob("*.py")):
+    for p in sorted((PROJECT / "forensics" / "findings").rglob("*.py")):
         bad = {m for m in _imports(p) if m.split(".")[0] == "collectors" or m.startswith("forensics.ops")}
         assert not bad, f"{p.name} imports {bad}"
         assert len(p.read_text().splitlines()) < 450, p.name

@@ -1,6 +1,6 @@
 """runc's log.json and the /dev/char trap (issue 13 item 4), without the lab: the collector over a built
 containerd task directory holding the files a real runc 1.1.5 + containerd 1.6.20 wrote in the systemd lab
-(../shared/research/systemd-lab.md, ``LAB_DEV_CHAR=0``), the event it becomes, and the exposure and
+(docs/sources.md "The systemd lab", no ``/dev/char`` links), the event it becomes, and the exposure and
 remedies it leads to. The real-systemd check of the same trap is the lab's end-to-end test."""
 from __future__ import annotations
 

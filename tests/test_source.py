@@ -14,9 +14,9 @@ from forensics.bundle import Bundle, BundleWriter
 from forensics.ops.cli import SAMPLE_ROOT, build_parser, main
 from forensics.source import CollectContext, GpuContainer, Option, option_values
 
-#: every collector flag of the command line (issue 12: journal, containers, metrics, kube)
+#: every collector flag of the command line (issue 12: journal, containers, metrics, kube; issue 26: nvidia_host)
 FLAGS = {"--journal-dir", "--since", "--probe", "--prometheus", "--dcgm-url", "--prometheus-token-env",
-         "--prometheus-token-file", "--prometheus-ca", "--kube", "--kubeconfig"}
+         "--prometheus-token-file", "--prometheus-ca", "--kube", "--kubeconfig", "--nvidia-smi"}
 
 
 def _actions(cmd: str) -> dict:
@@ -26,7 +26,8 @@ def _actions(cmd: str) -> dict:
 
 def test_every_collector_declares_its_options_and_the_parser_has_them():
     names = [mod.NAME for mod in COLLECTORS]
-    assert names == ["node", "runtime_config", "journal", "packages", "containers", "podlogs", "metrics", "kube"]
+    assert names == ["node", "nvidia_host", "runtime_config", "journal", "kernlog", "packages", "containers", "kubelet",
+                     "podlogs", "metrics", "kube"]
     declared = {o.flag: o for mod in COLLECTORS for o in mod.OPTIONS if o.flag}
     assert set(declared) == FLAGS
     assert all(isinstance(o, Option) for mod in COLLECTORS for o in mod.OPTIONS)
@@ -59,8 +60,9 @@ def test_since_reaches_the_journal_collector_and_the_manifest(tmp_path, capsys):
     assert main(["-q", "collect", "--root", str(SAMPLE_ROOT), "--out", str(out),
                  "--since", "2026-09-02T13:00+09:00", "--node", "gpu-7"]) == 0
     m = json.loads((out / "manifest.json").read_text())
-    assert m["options"] == {"journal_dirs": [], "since": "2026-09-02T04:00:00Z", "probe": False, "prometheus": None,
-                            "dcgm_url": None, "kube": False, "kubeconfig": None, "time_budget_s": 600}
+    assert m["options"] == {"nvidia_smi": False, "journal_dirs": [], "since": "2026-09-02T04:00:00Z", "probe": False,
+                            "prometheus": None, "dcgm_url": None, "kube": False, "kubeconfig": None,
+                            "time_budget_s": 600}
     # the journal collector got it as a datetime, and scanned from it on
     assert json.loads((out / "journal/coverage.json").read_text())["since"] == "2026-09-02T04:00:00Z"
     entries = [json.loads(line) for line in (out / "journal/entries.jsonl").read_text().splitlines()]

@@ -1,5 +1,5 @@
 """forensics.findings.stacks and the per-stack remedies (issue 14, item 6): one node root per GPU stack, built
-in tmp_path from the files that identify it (../shared/research/stacks.md), run through the runtime_config
+in tmp_path from the files that identify it (docs/sources.md "GPU stacks"), run through the runtime_config
 collector, with container records in collectors/containers/'s shape; each test asserts the stack recognised,
 the evidence behind it, and the remedy list (what / stack / order) a careful SRE would follow on that stack."""
 from __future__ import annotations
@@ -195,7 +195,7 @@ def test_docker_host_with_gpus_hooks(tmp_path):
     s = "docker + none"
     assert listing(exp) == [("Generate a CDI spec for the GPUs", s, 1), ("Enable CDI in dockerd", s, 2),
                             ("Start GPU containers with CDI devices instead of --gpus", s, 3),
-                            ("Recreate the containers that lost their GPU", "any (stack-neutral)", 4)]
+                            ("Recreate the containers that lost their GPU", "every stack", 4)]
     assert exp["remedies"][0]["change"] == "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
     assert exp["remedies"][1]["breaks"] == "restarting dockerd stops every running container: daemon.json does not set live-restore"
     assert "--device nvidia.com/gpu=all" in exp["remedies"][2]["change"]
@@ -276,7 +276,7 @@ def test_plain_runc(tmp_path):
     assert (st["engine"], st["device_plugin"], st["hook_users"]) == ("runc", "none", [])
     assert listing(exp) == [("Generate a CDI spec for the GPUs", "runc + none", 1),
                             ("Switch nvidia-container-runtime to CDI mode", "runc + none", 2),
-                            ("Recreate the containers that lost their GPU", "any (stack-neutral)", 3)]
+                            ("Recreate the containers that lost their GPU", "every stack", 3)]
     assert exp["remedies"][2]["change"] == "# recreate container 5e1d0c with the same arguments (it has no pod)"
 
 

@@ -77,11 +77,13 @@ def symptoms(a: dict) -> dict[str, dict]:
     return {s["class"]: s for s in a["symptoms"]}
 
 
-def not_eperm(a: dict) -> None:
+def not_eperm(a: dict, *classes: str) -> None:
     """Nothing of the analysis reads a neighbour as the EPERM class: no NVML error line, no log error, no
-    incident opened from one."""
+    incident of that class; the incidents the neighbour's lines open (issue 26: each its own failure) are of
+    ``classes`` only (none when not given), and the report does not contradict itself."""
     assert not [e for e in a["timeline"] if e["kind"] in ("journal.nvml-error", "container.log-error")]
-    assert a["incidents"] == []
+    assert sorted({i["symptom_class"] for i in a["incidents"]}) == sorted(classes)
+    assert not [p for p in a["problems"] if p["artifact"] == "analysis"]
 
 
 def test_a_missing_driver_device_at_create_is_its_own_class(tmp_path):
@@ -97,7 +99,13 @@ def test_a_missing_driver_device_at_create_is_its_own_class(tmp_path):
     assert "kubectl get pods -A -o wide --field-selector spec.nodeName=gpu-node-7 | grep -i -E " \
            "'driver|toolkit|validator'" in s["remedy"]["check"]
     assert "https://github.com/NVIDIA/gpu-operator/issues/377" in s["remedy"]["sources"]
-    not_eperm(a)
+    not_eperm(a, "create-failed")
+    # issue 26: the create error opens its incident, cited whole, and the driver not ready is its cause
+    for inc in a["incidents"]:
+        assert {c["kind"]: c["verdict"] for c in inc["causes"]}["driver-not-ready"] == "confirmed"
+        assert any("lstat /run/nvidia/driver/dev/nvidiactl: no such file or directory" in e["summary"]
+                   for e in inc["evidence"])
+    assert a["headline"]["cause"] == "driver-not-ready" and a["headline"]["verdict"] == "confirmed"
     md, html = render.markdown(a), render.html(a)
     assert "### Other GPU failures seen" in md and "A GPU device node was missing" in md
     assert 'id="other-failures"' in html and "ls -l /run/nvidia/driver/dev/nvidiactl" in html
@@ -114,7 +122,8 @@ def test_cdi_spec_generation_without_libcuda_is_a_wrong_driver_root(tmp_path):
         "podlogs/kube-system_nvidia-device-plugin-daemonset-x7k2p_5c1b0d3e/nvidia-device-plugin-ctr/0.log", 2)
     assert "/home/kubernetes/bin/nvidia" in s["remedy"]["what"] and "nvidiaDriverRoot" in s["remedy"]["what"]
     assert list(symptoms(a)) == ["cdi-driver-root"]  # one registration-less run: no crash loop either
-    not_eperm(a)
+    not_eperm(a, "create-failed")
+    assert a["headline"]["cause"] == "cdi-spec-failure"
 
 
 def test_hami_cuinit_100_is_cuda_no_device_not_eperm(tmp_path):
@@ -128,7 +137,7 @@ def test_hami_cuinit_100_is_cuda_no_device_not_eperm(tmp_path):
         ("podlogs/ml_trainer-0_0b7e-11/main/0.log", 2), ("podlogs/ml_trainer-0_0b7e-11/main/0.log", 3)]
     assert "kubectl exec -n ml trainer-0 -- printenv CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES" in s["remedy"]["check"]
     assert not any("default_web" in (x.path or "") for x in bundle.artifacts())
-    not_eperm(a)
+    not_eperm(a, "no-device")
 
 
 def test_a_device_plugin_back_off_is_a_crash_loop_and_another_pods_is_not(tmp_path):
@@ -168,7 +177,7 @@ def test_driver_not_loaded_and_allocate_failed_are_their_own_classes(tmp_path):
     assert (s["allocate-failed"]["count"], s["allocate-failed"]["first"], s["allocate-failed"]["last"]) == (
         2, "2026-07-17T12:00:07Z", "2026-07-17T12:00:09Z")
     assert "lsmod | grep nvidia" in s["driver-not-loaded"]["remedy"]["check"]
-    not_eperm(a)
+    not_eperm(a, "create-failed", "no-driver")
 
 
 def test_an_eperm_line_is_not_a_neighbour_and_a_neighbour_is_not_eperm(tmp_path):
@@ -178,7 +187,7 @@ def test_an_eperm_line_is_not_a_neighbour_and_a_neighbour_is_not_eperm(tmp_path)
     nvml = [e for e in a["timeline"] if e["kind"] == "journal.nvml-error"]
     assert [(e["at"], e["attrs"]["pod"]) for e in nvml] == [("2026-07-17T12:00:00Z", "ml/trainer-0")]
     assert not [e for e in a["timeline"] if e["kind"] == "container.log-error"]
-    [inc] = a["incidents"]  # opened by the EPERM line alone
+    [inc] = [i for i in a["incidents"] if i["symptom_class"] == "nvml-unknown"]  # opened by the EPERM line alone
     assert inc["window"]["end"] == "2026-07-17T12:00:00Z" and "Unknown Error" in inc["symptom"]
     assert list(symptoms(a)) == ["cuda-no-device"]
     s = symptoms(a)["cuda-no-device"]

@@ -1,5 +1,5 @@
 """systemd's view of each runc scope (issue 13 item 3): ``systemctl show`` parsed from the exact text systemd 252
-printed in the systemd lab (../shared/research/systemd-lab.md; captured with ``lab-systemd.sh sh systemctl show
+printed in the systemd lab (docs/sources.md "The systemd lab"; captured with ``lab-systemd.sh sh systemctl show
 --no-pager -p NeedDaemonReload -p DevicePolicy -p DeviceAllow -p ControlGroup -p LoadState <unit>``), the
 collection path with a fake ``--root`` (recorded absent) and with a stand-in systemctl, and what the exposure makes of
 ``NeedDaemonReload=yes``. The live path against a real systemd is the lab's end-to-end test."""

@@ -12,7 +12,9 @@ import hashlib
 import logging
 import socket
 import tarfile
+import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 
 from forensics.ops.upload import UploadError, upload
 from forensics.redact import WORD_MARK, redact_url
+from loopback import RawServer
 
 SECRET = "Bearer s3cr3t-T0KEN-4f9a2c"
 
@@ -165,7 +168,7 @@ def test_connection_refused_is_retried_and_recorded(outputs, monkeypatch):
                   auth_header_env="TICKET_AUTH", retries=2, backoff=0.01, timeout=2)
     r = recs[0]
     assert (r["status"], r["attempts"], r["ok"]) == (None, 3, False)
-    assert r["error"].startswith("ConnectionError")
+    assert r["error"] == f"connection refused by 127.0.0.1:{port}"  # one plain sentence (issue 28), not urllib3's
     assert r["url"] == f"http://user:REDACTED@127.0.0.1:{port}/x/{outputs[0].name}?sig=REDACTED"
     assert SECRET[-6:] not in repr(r) and "abcdef123" not in repr(r) and "s3cr3t" not in repr(r)
 
@@ -221,3 +224,56 @@ def test_run_with_upload_url_sends_the_real_bundle_and_reports(drop, tmp_path, m
     assert [r["status"] for r in recs] == [201, 201, 201, 201] and all(r["ok"] for r in recs)
     text = side.read_text() + capsys.readouterr().out
     assert "s3cr3t" not in text
+
+
+# -- hostile servers (issue 27): an endless answer, a server that reads a byte at a time ---------------
+def _endless_400(srv, conn):
+    """Read the request, then answer 400 with a chunked body that never ends (64 KiB chunks, as fast as
+    the client takes them)."""
+    conn.recv(1 << 20)
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"10000\r\n" + b"no such ticket. " * 4096 + b"\r\n"
+    while not srv.stop.is_set():
+        conn.sendall(chunk)
+        srv.bytes_sent[0] += len(chunk)
+
+
+def test_an_answer_with_an_endless_body_is_read_to_its_start_only(outputs):
+    """Before, the error's ``r.text`` read the body until the overall deadline, holding all of it
+    (gigabytes at loopback speed); now its first 4 KiB are read, the connection closed, and the error
+    says what the server said."""
+    srv = RawServer(_endless_400)
+    try:
+        t0 = time.monotonic()
+        recs = upload(srv.url + "/drop", outputs[:1], retries=0, timeout=5, deadline_s=60)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    r = recs[0]
+    assert (r["status"], r["attempts"], r["ok"]) == (400, 1, False)
+    assert r["error"].startswith("HTTP 400 Bad Request: no such ticket. no such ticket.")
+    assert took < 10 and srv.bytes_sent[0] < 64 << 20, (took, srv.bytes_sent[0])
+
+
+def _slow_reader(srv, conn):
+    """Take the request a kilobyte a second (its socket buffer kept small): no read or write of the
+    client ever waits past its timeout, only the overall deadline ends the upload."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    while not srv.stop.is_set():
+        if not conn.recv(1024):
+            return
+        time.sleep(1)
+
+
+def test_a_server_that_reads_the_upload_a_kilobyte_a_second_ends_at_the_deadline(tmp_path):
+    big = tmp_path / "big.tar.gz"
+    big.write_bytes(os.urandom(8 << 20))
+    srv = RawServer(_slow_reader)
+    try:
+        t0 = time.monotonic()
+        recs = upload(srv.url + "/drop", [big], retries=0, timeout=5, deadline_s=3)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert recs[0]["ok"] is False and "overall deadline of 3 s passed" in recs[0]["error"]
+    assert 2.5 < took < 8

@@ -130,7 +130,8 @@ def test_state_survives_a_bad_file_and_saves_atomically(tmp_path):
     (tmp_path / st.STATE).write_text("{half")
     logs: list[str] = []
     s = st.load(tmp_path, logs.append)
-    assert s == st.empty() and (tmp_path / (st.STATE + ".bad")).read_text() == "{half"
+    (bad,) = tmp_path.glob(st.STATE + ".bad-*")  # tests/test_watch_hostile.py: every other way a state is bad
+    assert s == st.empty() and bad.read_text() == "{half" and len(logs) == 1
     s["access"]["abc"] = 1
     s["reloads_total"] = 7
     st.save(tmp_path, s)
@@ -138,18 +139,20 @@ def test_state_survives_a_bad_file_and_saves_atomically(tmp_path):
     assert not (tmp_path / (st.STATE + ".tmp")).exists()
 
 
-def test_prune_by_count_and_bytes_keeps_the_newest(tmp_path):
+def test_prune_by_count_and_bytes(tmp_path):
     for i, n in enumerate((100, 200, 300, 400)):
-        d = tmp_path / f"{st.PREFIX}2026120{i}T000000Z"
+        d = tmp_path / f"{st.PREFIX}2026120{i}T000000.000000Z"
         d.mkdir()
         (d / "f").write_bytes(b"x" * n)
-    (tmp_path / "other").mkdir()
+    for other in ("other", f"{st.PREFIX}notastamp", f"{st.PREFIX}20261200T000000Z"):  # not named as the agent names
+        (tmp_path / other).mkdir()
     removed = st.prune(tmp_path, 3, 10_000)
-    assert [p.name for p in removed] == [f"{st.PREFIX}20261200T000000Z"]
-    newest = tmp_path / f"{st.PREFIX}20261203T000000Z"
-    removed = st.prune(tmp_path, 3, 450, keep=newest)
-    assert [p.name for p in removed] == [f"{st.PREFIX}20261201T000000Z", f"{st.PREFIX}20261202T000000Z"]
-    assert [p.name for p in st.bundles(tmp_path)] == [newest.name] and (tmp_path / "other").is_dir()
+    assert [p.name for p in removed] == [f"{st.PREFIX}20261200T000000.000000Z"]
+    newest = tmp_path / f"{st.PREFIX}20261203T000000.000000Z"
+    removed = st.prune(tmp_path, 3, 450)
+    assert [p.name for p in removed] == [f"{st.PREFIX}20261201T000000.000000Z", f"{st.PREFIX}20261202T000000.000000Z"]
+    assert [p.name for p in st.bundles(tmp_path)] == [newest.name]
+    assert all((tmp_path / o).is_dir() for o in ("other", f"{st.PREFIX}notastamp", f"{st.PREFIX}20261200T000000Z"))
 
 
 def test_sizes_and_listen_addresses():

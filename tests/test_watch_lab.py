@@ -243,7 +243,7 @@ def test_one_verified_bundle_whose_analysis_confirms_the_reload(story):
     reloads = [c for i in a["incidents"] for c in i["causes"] if c["kind"] == "daemon-reload"]
     assert reloads and {c["verdict"] for c in reloads} == {"confirmed"}
     assert {c["at"][:19] for c in reloads} == {at}
-    assert f"loss bundle written: {path}" in story["log"]
+    assert f"]: bundle {path} verified (" in story["log"]
 
 
 def test_kill_and_restart_keep_the_state(story):

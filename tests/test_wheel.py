@@ -56,6 +56,17 @@ def installed(tmp_path_factory):
     return py, wheel
 
 
+def test_the_xid_catalog_ships_in_the_wheel(installed):
+    """forensics/xid_catalog.csv is package data (pyproject.toml): the installed wheel reads it from its
+    own site-packages, not from the checkout."""
+    py, wheel = installed
+    r = subprocess.run([str(py), "-c", "from forensics import xid; print(len(xid.catalog()), xid.lookup(13).scope, "
+                        "xid.__file__)"], capture_output=True, text=True, timeout=60, cwd="/")
+    n, scope, path = r.stdout.split()
+    assert (n, scope) == ("26", "application"), r.stderr
+    assert not path.startswith(str(PROJECT)) and "site-packages" in path
+
+
 def test_demo_from_the_wheel_gives_the_checkouts_verdicts(installed, tmp_path):
     py, wheel = installed
     with __import__("zipfile").ZipFile(wheel) as z:

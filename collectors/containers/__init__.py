@@ -1,7 +1,7 @@
 """Containers: the runtime's on-disk state (not the CRI API), their cgroup device rules, the device
 nodes they can see, and (with ``--probe``) whether they can still open them.
 
-Sources, all read under ``--root`` (formats.md §5.2, §6; stacks.md §6 Docker, §7 CRI-O; issue 3 items 1,
+Sources, all read under ``--root`` (docs/sources.md "Container engine layouts", "cgroup device state", "GPU stacks" 6 Docker, 7 CRI-O; issue 3 items 1,
 3, 4; issue 14 item 1), found by :mod:`collectors.containers.engines` whatever engine runs them:
 - containerd bundles ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (``config.json`` as
   runc read it, i.e. after nvidia-container-runtime rewrote it; ``options.json``; ``init.pid``;
@@ -35,9 +35,10 @@ flat runc root)::
 
     config.json      the on-disk OCI spec, redacted (env values, credential annotations, URL creds)
     state.json       runc's state, redacted the same way
-    options.json     containerd's runtime options (BinaryName, Root, SystemdCgroup)
+    options.json     containerd's runtime options (BinaryName, Root, SystemdCgroup), redacted like config.json
     devices.list     cgroup v1 device rules, as read
-    systemd/...      the transient unit file and its drop-ins, as read
+    memory.events    cgroup v2 memory counters; v1: memory.oom_control and memory.failcnt (as read)
+    systemd/...      the transient unit file and its drop-ins (redacted: the config rule for units)
     bpftool-*.json   bpftool output (cgroup v2)
     log.json         runc's log (JSON lines), redacted like every log
     docker-config.json  Name, Config.Image and Kubernetes labels of Docker's config.v2.json (moby only)
@@ -72,6 +73,13 @@ flat runc root)::
                 "rules": devices.list as [{allow, type, major, minor, access}] (v1) | None,
                 "systemd_drop_in": {"policy", "allow": [DeviceAllow values]} | None,
                 "bpf": [{id, name, loaded_at}] (v2, bpftool present) | None},
+     "memory": {"oom_kill": int|None, "oom": int|None (v2 only), "oom_group_kill": int|None (v2 5.16+),
+                "source": "memory.events" (v2) | "memory.oom_control" (v1) | None,
+                "status": that file's outcome ("collected", "absent", "unreadable (Permission denied)", ...) or
+                          why no memory cgroup was known, "path": the memory cgroup directory | None,
+                "events": {name: int} every counter of the file | None, "failcnt": int | None (v1
+                memory.failcnt)} (collectors.containers.memory; a count the file does not hold is None,
+                never 0),
      "dev_entries": [{path, kind (c|b|fifo|symlink|regular|dir|socket|other), major, minor, mode, target,
                       ctime (ISO UTC), made_inside (ctime later than "created": made or changed inside the
                       container after the runtime created it; None when either time is unknown)}]
@@ -82,9 +90,13 @@ flat runc root)::
      "skipped_devices": ["/dev/char/195:255", ...] runc logged "skipping device ... for systemd" for,
      "systemd_unit": {NeedDaemonReload: bool|None, DevicePolicy, DeviceAllow: [str], ControlGroup,
                       LoadState} (parse.parse_systemctl_show) | None (not read: not live, no systemd,
-                      no GPU or not the systemd driver)}
-    (``runc_log``, ``skipped_devices`` and ``systemd_unit`` are absent in bundles of older versions, and so
-    are ``engine``, ``found_via``, ``config`` and ``cgroup.driver_source``: readers take absent as unknown)
+                      no GPU or not the systemd driver),
+     "budget_cut": why the live evidence was not read (the time budget ran out while this container was read:
+                   cgroup, memory, dev_entries and systemd_unit None, probe {}); absent when it was read}
+    Containers found but not reached before the time budget ran out have no record: ``containers/not-read.json``
+    ``{"found": int, "not_read": [{"namespace", "id", "kind", "found_via"}]}`` lists them (truncated in the manifest)
+    (``runc_log``, ``skipped_devices``, ``systemd_unit`` and ``memory`` are absent in bundles of older versions,
+    and so are ``engine``, ``found_via``, ``config`` and ``cgroup.driver_source``: readers take absent as unknown)
 """
 from __future__ import annotations
 
@@ -122,6 +134,7 @@ STATE_DIRS = Option(None, "containerd_state_dirs", "extra containerd state direc
 OPTIONS = [PROBE, STATE_DIRS]
 
 MAX_CONTAINERS = 5000
+NOT_READ = "containers/not-read.json"  #: the containers the time budget left unread (:func:`_not_read`)
 
 
 # -- acquire ---------------------------------------------------------------------------------------
@@ -144,17 +157,35 @@ def acquire(ctx: CollectContext) -> None:
         ctx.writer.record(from_oserror(default_tasks, "listdir", e))
 
     def read_options(f):
-        return _read_json(ctx, f"{f.bundle}/options.json", f"containers/{f.namespace}/{f.id}/options.json",
-                          redact=False)
+        return _read_json(ctx, f"{f.bundle}/options.json", f"containers/{f.namespace}/{f.id}/options.json")
     inv, roots = eng.discover(ctx, ctx.value(STATE_DIRS), read_options, MAX_CONTAINERS)
     ctx.writer.write_json("containers/roots.json", eng.roots_record(roots), source="containers:discovery",
-                          method="containers", notes=("where the collector looked for containers, and why",))
+                          method="containers", notes=("where the collector looked for containers, and why",
+                                                        *([f"{len(roots.ignored)} process(es) named as an engine not "
+                                                           "learnt from (not root's, or not the engine's binary): "
+                                                           "ignored_processes"] if roots.ignored else [])))
     if inv.full:
         ctx.writer.record(Artifact(None, "containers", Status.TRUNCATED, "listdir",
                                    notes=(f"truncated: only {MAX_CONTAINERS} containers",)))
+    if inv.cut:
+        ctx.writer.record(Artifact(None, "containers:discovery", Status.TRUNCATED, "listdir", notes=(inv.cut,)))
     docker_roots = list(roots.docker)
-    for f in inv.found:
+    for i, f in enumerate(inv.found):
+        if ctx.expired():  # the rest are listed as not read, never dropped
+            _not_read(ctx, inv.found[i:], len(inv.found))
+            break
         _safe(ctx, f.namespace, f.id, lambda: _found_one(ctx, env, f, docker_roots))
+
+
+def _not_read(ctx, left: list, total: int) -> None:
+    """Write ``containers/not-read.json`` (:data:`NOT_READ`): the containers found but not read because the
+    time budget was spent, ``[{"namespace", "id", "kind", "found_via"}]``, recorded as truncated with a note
+    that counts them (``forensics.ops.pipeline.budget_cuts`` reads it as a cut by the budget)."""
+    note = (f"truncated: {len(left)} of the {total} containers found were not read: the time budget "
+            "(--time-budget) was spent; their ids are listed here, their records are not in the bundle")
+    with ctx.writer.create(NOT_READ, "containers", "containers", notes=[note]) as fh:
+        json.dump({"not_read": [{"namespace": f.namespace, "id": f.id, "kind": f.kind, "found_via": f.via}
+                                for f in left], "found": total}, fh, separators=(",", ":"))
 
 
 def _safe(ctx, ns, cid, fn):
@@ -228,8 +259,11 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     reading = Reading()
     collected = (bundle.manifest.get("collection") or {})
     at_collect = _time(collected.get("end") or collected.get("start"))
+    _budget_problems(bundle, reading.problems)
+    late = 0
     for rel, rec in records(bundle, reading.problems):
         rec = dict(rec)
+        late += bool(rec.get("budget_cut"))
         # no sign of a GPU in a spec that could not be read is no answer: unknown (None), not False
         rec["gpu"] = cp.is_gpu(rec) or (None if (rec.get("config") or {}).get("status", "collected") != "collected"
                                         else False)
@@ -267,4 +301,26 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                                             {"id": cid, "pod": pod, "level": entry.get("level"), "device": dev,
                                              "message": entry.get("msg")},
                                             {"artifact": rel.rsplit("/", 1)[0] + "/log.json"}))
+    if late:
+        reading.problems.append({"artifact": "containers", "message": f"{late} container(s) only partly read: "
+                                 "the time budget (--time-budget) was spent while they were read; their cgroup, "
+                                 "/dev and probe are unknown"})
     return reading
+
+
+def _budget_problems(bundle: Bundle, problems: list) -> None:
+    """The collection's budget cuts as reading problems (the report's list): containers found but not read
+    (``containers/not-read.json``, :func:`_not_read`), and a discovery the budget stopped."""
+    for art in bundle.records("containers"):
+        if art.source == "containers:discovery" and art.status is Status.TRUNCATED:
+            problems.append({"artifact": "containers", "message": " ".join(art.notes) or "discovery cut short"})
+    if not any(a.path == NOT_READ for a in bundle.find("containers/")):
+        return
+    try:
+        doc = json.loads(bundle.path(NOT_READ).read_text("utf-8"))
+        left, found = len(doc["not_read"]), doc["found"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        problems.append({"artifact": NOT_READ, "message": f"cannot read: {e}"})
+        return
+    problems.append({"artifact": NOT_READ, "message": f"{left} of the {found} containers found were not read: the "
+                     "time budget (--time-budget) was spent; whether they hold or lost a GPU is unknown"})

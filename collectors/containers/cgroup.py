@@ -1,5 +1,6 @@
 """A container's cgroup: its paths, the driver, cgroup v1 ``devices.list``, systemd's transient
-unit and drop-ins, and the device BPF programs of cgroup v2 (``bpftool``).
+unit and drop-ins, the device BPF programs of cgroup v2 (``bpftool``), and its memory counters
+(:mod:`collectors.containers.memory`).
 
 :func:`_cgroup` gives the record's ``cgroup`` (shape in :mod:`collectors.containers`) and the cgroup
 directories the probe joins; every file it reads is stored under the container's bundle directory
@@ -14,8 +15,10 @@ import subprocess
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
+from forensics.redact_config import store_config
 
 import collectors.containers.parse as cp
+from collectors.containers.memory import memory
 
 SCOPE_PREFIXES = ("cri-containerd-", "docker-", "crio-", "runc-")
 TRANSIENT = "/run/systemd/transient"
@@ -28,15 +31,15 @@ def _cgroup_path_ok(p) -> bool:
     return isinstance(p, str) and p.startswith("/sys/fs/cgroup/") and ".." not in p.split("/") and "\0" not in p
 
 
-def _cgroup(ctx, env, rel, cid, spec, state, pid, options) -> tuple[dict, list[str]]:
-    """The record's ``cgroup`` and the cgroup directories (host paths) the probe joins. ``options``:
-    containerd's parsed options.json (or None); the driver and its source are
-    :func:`collectors.containers.parse.cgroup_driver`'s."""
+def _cgroup(ctx, env, rel, cid, spec, state, pid, options) -> tuple[dict, list[str], dict]:
+    """The record's ``cgroup``, the cgroup directories (host paths) the probe joins, and the record's
+    ``memory`` (:func:`collectors.containers.memory.memory`). ``options``: containerd's parsed
+    options.json (or None); the driver and its source are :func:`collectors.containers.parse.cgroup_driver`'s."""
     paths = state.get("cgroup_paths") if isinstance(state.get("cgroup_paths"), dict) else {}
     path_from = "runc state.json cgroup_paths"
     if not paths and pid:
         paths, path_from = _proc_cgroup_paths(ctx, pid), f"/proc/{pid}/cgroup"
-    bad = {k: paths[k] for k in ("devices", "") if paths.get(k) and not _cgroup_path_ok(paths[k])}
+    bad = {k: paths[k] for k in ("devices", "", "memory") if paths.get(k) and not _cgroup_path_ok(paths[k])}
     if bad:
         ctx.writer.record(Artifact(None, f"container:{cid}", Status.ERROR, "containers",
                                    message="cgroup paths outside /sys/fs/cgroup or with '..' ignored: "
@@ -53,7 +56,7 @@ def _cgroup(ctx, env, rel, cid, spec, state, pid, options) -> tuple[dict, list[s
             rules = cp.parse_devices_list(b"".join(kept).decode("utf-8", "replace"))
     return {"version": version, "path": path, "driver": driver, "driver_source": driver_source, "rules": rules,
             "systemd_drop_in": _drop_ins(ctx, env, rel, cid, path), "bpf": _bpf(ctx, env, rel, version, path)}, \
-        [p for p in (paths.get("devices"), paths.get("")) if p]
+        [p for p in (paths.get("devices"), paths.get("")) if p], memory(ctx, rel, paths)
 
 
 def _proc_cgroup_paths(ctx, pid) -> dict:
@@ -68,6 +71,8 @@ def _proc_cgroup_paths(ctx, pid) -> dict:
         ctrls, _, p = rest.partition(":")
         if "devices" in ctrls.split(","):
             out["devices"] = "/sys/fs/cgroup/devices" + p
+        elif "memory" in ctrls.split(","):
+            out["memory"] = "/sys/fs/cgroup/memory" + p
         elif ctrls == "":
             out[""] = ("/sys/fs/cgroup/unified" if hostfs.exists(ctx.root, "/sys/fs/cgroup/unified/cgroup.procs")
                        else "/sys/fs/cgroup") + p
@@ -99,8 +104,7 @@ def _drop_ins(ctx, env, rel, cid, path) -> dict | None:
                 pass
         for src in files:
             kept: list[bytes] = []  # the bytes stored, parsed without reading the bundle back
-            art = ctx.writer.copy(ctx.root, src, f"{rel}/systemd/{src[len(TRANSIENT) + 1:]}", limit=SMALL_LIMIT,
-                                  keep=kept)
+            art = store_config(ctx, src, f"{rel}/systemd/{src[len(TRANSIENT) + 1:]}", "unit", SMALL_LIMIT, kept=kept)
             if art.status in (Status.COLLECTED, Status.TRUNCATED):
                 texts.append(b"".join(kept).decode("utf-8", "replace"))
         if files:
@@ -156,8 +160,10 @@ def _bpftool(ctx, argv, rel, offline: str | None = None):
     """Run bpftool and store its JSON at ``rel``; a failure is an error, or absent with ``offline`` as the
     reason when the cgroup is not on a live cgroup2 mount (nothing there for bpftool to list)."""
     src = " ".join(argv)
+    if ctx.budget_spent(src, "command"):
+        return None
     try:
-        out = subprocess.run(argv, capture_output=True, timeout=BPFTOOL_TIMEOUT_S, check=False,
+        out = subprocess.run(argv, capture_output=True, timeout=ctx.left(BPFTOOL_TIMEOUT_S), check=False,
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         ctx.writer.record(Artifact(None, src, Status.ERROR, "command", message=str(e)))

@@ -20,7 +20,7 @@ from datetime import datetime
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics import redact as rd
-from forensics.source import GpuContainer
+from forensics.source import NOT_READ, GpuContainer
 
 import collectors.containers.docker as dk
 import collectors.containers.engines as eng
@@ -61,13 +61,16 @@ def _found_one(ctx, env, f, docker_roots=()):
     else:
         engine = "crio" if f.kind == "crio" else eng.engine_of_bundle(bundle)[0]
     outcome: dict = {}
-    spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle is not None)
+    if bundle and ctx.budget_spent(f"{bundle}/config.json", "copy-redacted"):  # one spec can take a second
+        spec, outcome = None, {"status": "truncated", "detail": NOT_READ}
+    else:
+        spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle is not None)
     pid = state.get("init_process_pid") if isinstance(state, dict) else None
     if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
         pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
-    ident = dk.docker_identity(ctx, docker_roots, f.id, rel) if engine == "docker" else None
+    ident = dk.docker_identity(ctx, docker_roots, f.id, rel) if engine == "docker" and not ctx.expired() else None
     _finish(ctx, env, rel, f.namespace, f.id, bundle, spec, state, pid if isinstance(pid, int) else None, f.options,
-            _runc_log(ctx, bundle, rel) if f.kind == "containerd" else None,
+            _runc_log(ctx, bundle, rel) if f.kind == "containerd" and not ctx.expired() else None,
             extra={"engine": engine, "config": outcome, "found_via": f.via}, ident=ident)
 
 
@@ -95,6 +98,9 @@ def _read_spec(ctx, bundle, rel, outcome, state, listed: bool):
     spec = _read_json(ctx, f"{bundle}/config.json", rel, outcome=outcome)
     if spec is not None and not isinstance(spec, dict):  # valid JSON, but no OCI spec (config.md: an object)
         outcome.update(status="error", detail=f"not a JSON object ({type(spec).__name__})")
+        ctx.writer.record(Artifact(None, f"{bundle}/config.json", Status.ERROR, "copy-redacted", message=(
+            f"not a JSON object (a {type(spec).__name__}): no OCI spec read; the container's hooks, devices and "
+            "env are unknown")))
         return None
     if outcome.get("status") == "absent":
         outcome["detail"] = ("gone mid-run: listed in the bundle, then no longer there" if in_bundle
@@ -130,8 +136,37 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, options, runc_log=
     if ident:  # Docker's own config.v2.json: its name, image, and cri-dockerd's pod labels
         pod, pod_ns = pod or ident.get("pod"), pod_ns or ident.get("pod_namespace")
         cname, image = cname or ident.get("container_name"), image or ident.get("image")
+    created = cp.state_created(state)
+    late = ctx.expired()  # spent while this container was read: what its files said is kept, no live evidence read
+    if late:
+        ctx.writer.record(Artifact(None, f"container:{ns}/{cid}", Status.TRUNCATED, "containers", message=LATE))
+    live = _not_read_live() if late else _live(ctx, env, rel, cid, spec, state, pid, options, created)
+    record = {
+        "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
+        "created": created, "pid": pid, "image": image, "bundle": bundle,
+        "hooks": cp.hooks(spec) if known else None, "linux_devices": cp.linux_devices(spec) if known else None,
+        "resources_devices": cp.resources_devices(spec) if known else None,
+        "env": cp.env_allowlisted(spec) if known else None,
+        "annotations": ann if known else None, "device_plugin_socket_mount": socket_mount, **live,
+        "runc_log": runc_log, "skipped_devices": list(dict.fromkeys(e["device"] for e in runc_log or [] if e["device"])),
+        "systemd_unit": None, **({"budget_cut": LATE} if late else {}), **(extra or {}),
+    }
+    cgroup = live["cgroup"]
+    if not late and cgroup["driver"] == "systemd" and cp.is_gpu(record):  # systemd's own view of the scope
+        record["systemd_unit"] = unit_mod.show(ctx, env.systemctl, rel, unit_mod.unit_name(cid, cgroup, spec))
+    ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
+                          method="containers", notes=("summary of the files beside it; env values other "
+                                                      "than NVIDIA_*, CUDA_* and a few more are left out",)
+                          + ((LATE,) if late else ()), compact=True)
+    if cp.is_gpu(record):  # podlogs keeps these containers' logs
+        ctx.gpu_containers.append(GpuContainer(pod_ns, pod, cname, cid))
+
+
+def _live(ctx, env, rel, cid, spec, state, pid, options, created) -> dict:
+    """The record's live evidence: ``cgroup``, ``memory``, ``dev_entries`` and ``probe`` (pid checked to be
+    the container's init first)."""
     live_pid = pid if pid and _pid_is_init(ctx, pid, state, cid) else None
-    cgroup, procs = _cgroup(ctx, env, rel, cid, spec, state, live_pid, options)
+    cgroup, procs, mem = _cgroup(ctx, env, rel, cid, spec, state, live_pid, options)
     # None: the container's /dev was not read (no live init); [] would claim it was read and empty
     entries, raw_targets = None, []
     if live_pid:
@@ -139,29 +174,24 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, options, runc_log=
         for art in problems:
             ctx.writer.record(art)
     results = _probe(ctx, env, rel, live_pid, procs, entries or [], raw_targets)
-    created = cp.state_created(state)
     t_created = _time(created)  # parsed once, not once per /dev entry
     for e in entries or []:
         e["made_inside"] = _later(e.get("ctime"), t_created)
-    record = {
-        "id": cid, "namespace": ns, "pod": pod, "pod_namespace": pod_ns, "container_name": cname,
-        "created": created, "pid": pid, "image": image, "bundle": bundle,
-        "hooks": cp.hooks(spec) if known else None, "linux_devices": cp.linux_devices(spec) if known else None,
-        "resources_devices": cp.resources_devices(spec) if known else None,
-        "env": cp.env_allowlisted(spec) if known else None,
-        "annotations": ann if known else None, "device_plugin_socket_mount": socket_mount,
-        "cgroup": cgroup, "dev_entries": entries, "probe": results, "runc_log": runc_log,
-        "skipped_devices": list(dict.fromkeys(e["device"] for e in runc_log or [] if e["device"])),
-        "systemd_unit": None, **(extra or {}),
-    }
-    if cgroup["driver"] == "systemd" and cp.is_gpu(record):  # systemd's own view of the scope
-        record["systemd_unit"] = unit_mod.show(ctx, env.systemctl, rel, unit_mod.unit_name(cid, cgroup, spec))
-    ctx.writer.write_json(f"{rel}/{RECORD}", record, source=bundle or f"container:{ns}/{cid}",
-                          method="containers", notes=("summary of the files beside it; env values other "
-                                                      "than NVIDIA_*, CUDA_* and a few more are left out",),
-                          compact=True)
-    if cp.is_gpu(record):  # podlogs keeps these containers' logs
-        ctx.gpu_containers.append(GpuContainer(pod_ns, pod, cname, cid))
+    return {"cgroup": cgroup, "memory": mem, "dev_entries": entries, "probe": results}
+
+
+#: why a container's live evidence is missing when the time budget ran out while it was read
+LATE = ("partly read: the time budget (--time-budget) was spent after its runtime files were read; its cgroup, "
+        "memory counters, /dev, probe and systemd unit were not read")
+
+
+def _not_read_live() -> dict:
+    """:func:`_live`'s keys for a container the budget cut (:data:`LATE`): every value unknown."""
+    return {"cgroup": {"version": None, "path": None, "driver": None, "driver_source": None, "rules": None,
+                       "systemd_drop_in": None, "bpf": None},
+            "memory": {"oom_kill": None, "oom": None, "oom_group_kill": None, "source": None, "status": LATE,
+                       "path": None, "events": None, "failcnt": None},
+            "dev_entries": None, "probe": {}}
 
 
 def _later(a: str | None, tb: datetime | None) -> bool | None:
@@ -290,7 +320,7 @@ def _probe(ctx, env, rel, pid, procs, entries, raw_targets) -> dict:
                                    notes=(f"truncated: probe time budget of {PROBE_BUDGET_S:.0f} s spent; not run",)))
     elif targets:
         found, report = probe_mod.probe(ctx.root, pid, procs, [(r, ma, mi) for _, r, ma, mi in targets],
-                                        timeout=min(probe_mod.TIMEOUT_S, env.probe_left_s))
+                                        timeout=ctx.left(min(probe_mod.TIMEOUT_S, env.probe_left_s)))
         env.probe_left_s -= report.get("elapsed_s") or 0
         for (p, *_), res in zip(targets, found):
             results[p] = res

@@ -41,21 +41,12 @@ def docker_identity(ctx, data_roots, cid: str, rel: str) -> dict | None:
     ``{rel}/docker-config.json`` (the file itself holds the container's env, so it is not copied);
     ``None`` when no data root holds it. A file that is there but cannot be read or parsed is recorded (with
     its errno); one absent from every data root is recorded as absent."""
+    met = False  # the file was there in some data root (then its failure is recorded, not its absence)
     for data_root in data_roots:
         src = f"{data_root}/containers/{cid}/config.v2.json"
-        try:
-            with hostfs.open_regular(ctx.root, src) as f:
-                data = hostfs.read_upto(f, CONFIG_LIMIT + 1)
-            doc = json.loads(data.decode("utf-8", "replace")) if len(data) <= CONFIG_LIMIT else None
-        except OSError as e:
-            if e.errno != errno.ENOENT:
-                ctx.writer.record(from_oserror(src, "extract", e))
-            continue
-        except (ValueError, RecursionError):
-            doc = None
-        if not isinstance(doc, dict):
-            ctx.writer.record(Artifact(None, src, Status.ERROR, "extract",
-                                       message=f"not a JSON object within {CONFIG_LIMIT} bytes; name not read"))
+        doc, why = _config_v2(ctx, src)
+        if why is not None:
+            met = met or why != "absent"
             continue
         cfg = doc.get("Config") if isinstance(doc.get("Config"), dict) else {}
         labels = cfg.get("Labels") if isinstance(cfg.get("Labels"), dict) else {}
@@ -70,6 +61,32 @@ def docker_identity(ctx, data_roots, cid: str, rel: str) -> dict | None:
                               notes=("Name, Config.Image and the Kubernetes labels of Docker's config.v2.json; "
                                      "the rest (env values among it) is not copied",))
         return out
-    ctx.writer.record(Artifact(None, f"{(list(data_roots) or [DATA_ROOT])[0]}/containers/{cid}/config.v2.json",
-                               Status.ABSENT, "extract", notes=("Docker's name and image of the container not known",)))
+    if not met:
+        ctx.writer.record(Artifact(None, f"{(list(data_roots) or [DATA_ROOT])[0]}/containers/{cid}/config.v2.json",
+                                   Status.ABSENT, "extract", notes=("Docker's name and image of the container not known",)))
     return None
+
+
+def _config_v2(ctx, src: str) -> tuple[dict | None, str | None]:
+    """``(document, None)`` for a ``config.v2.json`` read and parsed to a JSON object, else ``(None, why)``:
+    ``"absent"`` (ENOENT: nothing recorded), or the failure recorded as an error or unreadable record (a FIFO or
+    directory in its place, over :data:`CONFIG_LIMIT`, not JSON, a JSON value that is not an object)."""
+    try:
+        with hostfs.open_regular(ctx.root, src) as f:
+            data = hostfs.read_upto(f, CONFIG_LIMIT + 1)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return None, "absent"
+        ctx.writer.record(from_oserror(src, "extract", e, ("Docker's name and image of the container not known",)))
+        return None, "unreadable"
+    why = f"larger than {CONFIG_LIMIT} bytes; not read" if len(data) > CONFIG_LIMIT else None
+    if why is None:
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+            why = None if isinstance(doc, dict) else f"not a JSON object ({type(doc).__name__})"
+        except (ValueError, RecursionError) as e:
+            why = f"not JSON ({str(e)[:200]})"
+    if why is not None:
+        ctx.writer.record(Artifact(None, src, Status.ERROR, "extract", message=f"{why}; name and image not read"))
+        return None, why
+    return doc, None

@@ -5,7 +5,7 @@
 paths in ``via``), and the runc roots, containerd state dirs and CRI-O run roots it looked in, each with
 how it was learnt (:func:`roots_record`, stored as ``containers/roots.json``).
 
-Layouts (../shared/research/stacks.md §6 Docker, §7 CRI-O; formats.md §5.2):
+Layouts (docs/sources.md "GPU stacks" 6 Docker, 7 CRI-O; "Container engine layouts"):
 
 - containerd: ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (and the v1 shim's
   ``io.containerd.runtime.v1.linux``), for the state dirs /run/containerd, /run/k3s/containerd,
@@ -27,6 +27,12 @@ Layouts (../shared/research/stacks.md §6 Docker, §7 CRI-O; formats.md §5.2):
   ``runtime_root`` and the ``Root`` of each containerd task's ``options.json``. A container found only
   here gets its engine from the bundle path its state.json names (:func:`engine_of_bundle`).
 
+A process teaches a root only when it is root's (uid 0 in all four ``Uid:`` fields of ``/proc/PID/status``; the
+owner of ``/proc/PID`` is not enough: a non-dumpable process's files show root) and its executable (the
+``/proc/PID/exe`` link's text, read as a link, never followed) is the engine's own binary
+(:data:`EXES`): any local user can start a process named ``runc --root DIR`` over a directory of forged
+state.json files (issue 27). Every process passed over is in ``ignored`` with the reason.
+
 Every read goes through :mod:`forensics.hostfs` (no link followed out of ``--root``) and is bounded;
 nothing is written on the host.
 """
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import tomllib
 from dataclasses import dataclass, field
 
@@ -51,9 +58,15 @@ STORAGE_CONF = "/etc/containers/storage.conf"
 #: arguments on to it (nvidia-container-runtime and its .cdi/.legacy variants)
 RUNC_COMMANDS = ("runc", "docker-runc", "nvidia-container-runtime", "nvidia-container-runtime.cdi",
                  "nvidia-container-runtime.legacy")
+#: process name -> the executable names it may run (k3s runs its containerd as a link to its multicall
+#: binary); a containerd-shim* process must run a containerd-shim* binary
+EXES = {**{n: (n,) for n in (*RUNC_COMMANDS, "conmon", "crio", "dockerd")}, "containerd": ("containerd", "k3s")}
 CMDLINE_LIMIT = 64 << 10
 CONF_LIMIT = 1 << 20
 MAX_PROCS = 65536
+#: seconds discovery may go on listing (reading no file) once the time budget is spent, so that the containers
+#: it then cannot read are still counted and named (``containers/not-read.json``)
+LIST_GRACE_S = 0.5
 _TASK_PATH = re.compile(r"\A(?P<state>/.*)/(?:io\.containerd\.runtime\.v2\.task|io\.containerd\.runtime\.v1\.linux)"
                         r"/(?P<ns>[^/]+)/(?P<id>[^/]+)/?\Z")
 _CRIO_PATH = re.compile(r"\A(?P<runroot>/.*)/[^/]+-containers/(?P<id>[^/]+)/userdata/?\Z")
@@ -87,6 +100,7 @@ class Roots:
     crio: dict[str, list[str]] = field(default_factory=dict)
     runc: dict[str, list[str]] = field(default_factory=dict)
     docker: dict[str, list[str]] = field(default_factory=dict)  #: Docker data roots (config.v2.json)
+    ignored: list[str] = field(default_factory=list)  #: processes not learnt from, each with why
 
     def canon(self, path: str) -> str:
         """``path`` (absolute) as the host path it resolves to under ``root`` (:func:`forensics.hostfs.resolve`),
@@ -179,8 +193,28 @@ def roots_from_cmdline(argv: list[str], cwd: str | None, where: str, roots: Root
             roots.add("containerd", state, f"{where} containerd --state")
 
 
+def untrusted(root, pid: str, name: str) -> str | None:
+    """Why process ``pid`` (its command name ``name``) under ``<root>/proc`` may not teach a root, or
+    ``None`` when it may: uid 0 in all four ``Uid:`` fields of /proc/PID/status (proc(5), as for the
+    kubelet: collectors/kubelet/host.py) and an executable
+    (the text of the /proc/PID/exe link, `` (deleted)`` dropped) named as :data:`EXES` allows."""
+    try:
+        status = hostfs.read_text(root, f"/proc/{pid}/status", limit=CMDLINE_LIMIT)
+        exe = hostfs.readlink(root, f"/proc/{pid}/exe")
+    except OSError as e:
+        return f"its owner or executable cannot be read ({os.strerror(e.errno) if e.errno else e})"
+    uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), None)
+    if not uids or any(u != "0" for u in uids):
+        return f"it runs as uids {' '.join(uids) if uids else 'unknown'} (real, effective, saved, fs), not root"
+    base = (exe or "").removesuffix(" (deleted)").rsplit("/", 1)[-1]
+    if not (base.startswith("containerd-shim") if name.startswith("containerd-shim") else base in EXES.get(name, ())):
+        return f"its executable is {ascii(exe)}, not {name}'s binary"
+    return None
+
+
 def _proc_roots(root, roots: Roots, expired) -> None:
-    """:func:`roots_from_cmdline` for every process under ``<root>/proc``, at most :data:`MAX_PROCS`."""
+    """:func:`roots_from_cmdline` for every process under ``<root>/proc``, at most :data:`MAX_PROCS`, whose
+    command is an engine's (:data:`EXES`, ``containerd-shim*``) and that :func:`untrusted` passes."""
     try:
         pids = [p for p in hostfs.listdir(root, "/proc") if p.isdigit()][:MAX_PROCS]
     except OSError:
@@ -196,10 +230,15 @@ def _proc_roots(root, roots: Roots, expired) -> None:
         argv = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")]
         while argv and argv[-1] == "":
             argv.pop()
-        if not argv:
+        name = argv[0].rsplit("/", 1)[-1] if argv else ""
+        if not (name in EXES or name.startswith("containerd-shim")):
+            continue
+        why = untrusted(root, pid, name)
+        if why:
+            roots.ignored.append(f"/proc/{pid} ({ascii(name)[1:-1]}): {why}; no root learnt from it")
             continue
         cwd = None
-        if argv[0].rsplit("/", 1)[-1].startswith("containerd-shim"):
+        if name.startswith("containerd-shim"):
             try:
                 cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
             except OSError:
@@ -254,6 +293,17 @@ class Inventory:
         self.found: list[Found] = []
         self.by_id: dict[str, list[Found]] = {}
         self.full = False
+        #: why discovery stopped early (the time budget), or None: containers past that point are not counted
+        self.cut: str | None = None
+
+    def stop(self, ctx, where: str) -> bool:
+        """True (and :attr:`cut` set, once) when the time budget and :data:`LIST_GRACE_S` after it are spent;
+        ``where`` names what is left unlisted."""
+        if ctx.deadline is None or time.monotonic() < ctx.deadline + LIST_GRACE_S:
+            return False
+        self.cut = self.cut or (f"truncated: the time budget (--time-budget) was spent while looking for containers; "
+                                f"{where} not listed, so containers found only there are not counted")
+        return True
 
     def add(self, f: Found) -> Found | None:
         """Add ``f`` unless the limit is reached (then ``full`` is set); returns it, or ``None``."""
@@ -306,12 +356,16 @@ def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory
                                       via=[f"containerd task directory {base}/{ns}/{cid}"]))
                     if f is None:
                         return inv, roots
+                    if ctx.expired():
+                        continue  # listed, so that it is counted as not read; its options.json is not read
                     f.options = read_options(f)
                     r = f.options.get("root") or f.options.get("Root") if isinstance(f.options, dict) else None
                     r = roots.add("runc", r, f"options.json Root of {ns}/{cid}")
                     f.states += [f"{x}/{ns}/{cid}/state.json" for x in
                                  dict.fromkeys(x for x in (r, roots.canon(f"{state_dir}/runc")) if x)]
     for runroot in roots.crio:
+        if inv.stop(ctx, "CRI-O run roots and runc roots"):
+            return inv, roots
         for middle in [n for n in _list(ctx.root, runroot) if n.endswith("-containers")]:
             for cid in _list(ctx.root, f"{runroot}/{middle}"):
                 userdata = f"{runroot}/{middle}/{cid}/userdata"
@@ -328,7 +382,7 @@ def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:
     front of its own guesses: it is where runc is), or as a new runc entry."""
     for runc_root, how in roots.runc.items():
         for name in _list(ctx.root, runc_root):
-            if ctx.expired():
+            if inv.stop(ctx, f"runc root {runc_root} (from {name} on) and the roots after it"):
                 return
             if hostfs.exists(ctx.root, f"{runc_root}/{name}/state.json"):
                 hits = [(None, name, f"{runc_root}/{name}/state.json")]
@@ -352,8 +406,9 @@ def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:
 
 def roots_record(roots: Roots) -> dict:
     """``containers/roots.json``: ``{"containerd_state_dirs"|"crio_runroots"|"runc_roots": [{"path",
-    "sources": [str]}]}``: where the collector looked, and why."""
+    "sources": [str]}], "ignored_processes": [str]}``: where the collector looked, and why, and the
+    engine-named processes it did not learn from (:func:`untrusted`)."""
     def rows(d):
         return [{"path": p, "sources": list(dict.fromkeys(s))} for p, s in d.items()]
     return {"containerd_state_dirs": rows(roots.containerd), "crio_runroots": rows(roots.crio),
-            "runc_roots": rows(roots.runc)}
+            "runc_roots": rows(roots.runc), "ignored_processes": list(roots.ignored)}

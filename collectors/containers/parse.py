@@ -2,19 +2,19 @@
 
 Formats, with where each is defined:
 - OCI runtime spec ``config.json``: opencontainers/runtime-spec v1.3.0 config.md ("POSIX-platform
-  Hooks", "Process" env, "Mounts"), config-linux.md ("Devices", "Allowed Device list"); formats.md §5.1.
+  Hooks", "Process" env, "Mounts"), config-linux.md ("Devices", "Allowed Device list"); docs/sources.md "OCI runtime spec and the NVIDIA modes".
 - runc ``state.json``: runc libcontainer/container_linux.go ``State``; device ``type`` is a Go rune
-  serialised as an integer (97 ``a``, 98 ``b``, 99 ``c``), ``-1`` is a wildcard; formats.md §5.2.
+  serialised as an integer (97 ``a``, 98 ``b``, 99 ``c``), ``-1`` is a wildcard; docs/sources.md "Container engine layouts".
 - cgroup v1 ``devices.list``: ``<a|b|c> <major|*>:<minor|*> <rwm>`` per line
-  (Documentation/admin-guide/cgroup-v1/devices.rst); formats.md §6.
+  (Documentation/admin-guide/cgroup-v1/devices.rst); docs/sources.md "cgroup device state".
 - systemd transient unit files and drop-ins (``DevicePolicy=``, ``DeviceAllow=``; an empty
-  ``DeviceAllow=`` resets the list): systemd.resource-control(5); cases.md C08.
+  ``DeviceAllow=`` resets the list): systemd.resource-control(5); docs/sources.md "Cases" C08.
 - ``bpftool -j cgroup show`` / ``bpftool -j prog show id N`` JSON (bpftool-cgroup(8), bpftool-prog(8)).
 - runc's ``log.json`` in containerd's task directory (runc run with ``--log <bundle>/log.json
   --log-format json`` by the runc.v2 shim): one logrus JSON object a line, ``{"level", "msg", "time"}``
   (time RFC 3339, seconds); runc 1.1.3-1.1.6 log ``skipping device /dev/char/195:255 for systemd: stat
   /sys/dev/char/195:255: no such file or directory`` for a device rule whose link is missing (runc#3708;
-  seen with runc 1.1.5, ../shared/research/systemd-lab.md).
+  seen with runc 1.1.5, docs/sources.md "The systemd lab").
 - ``systemctl show -p NAME ...`` output: ``NAME=VALUE`` lines, a list property one line per item
   (``DeviceAllow=/dev/char/195:255 rw``), booleans ``yes``/``no``; an empty list prints no line
   (systemctl(1) ``show``; the exact text seen from systemd 252 in the lab, tests/test_systemd_scope.py).

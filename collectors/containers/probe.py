@@ -1,7 +1,7 @@
 """Device access from inside a container: what its /dev holds (lstat only, :func:`list_dev`), and,
 with the opt-in ``--probe``, whether it can still open its GPU device nodes right now (:func:`probe`).
 
-A device-cgroup denial is not logged anywhere (cases.md C15), so the only direct evidence that a
+A device-cgroup denial is not logged anywhere (docs/sources.md "Cases" C15), so the only direct evidence that a
 container has lost its GPU is the errno of ``open()`` made from inside it. For one container, a
 short-lived child process:
 

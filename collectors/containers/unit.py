@@ -81,7 +81,7 @@ def show(ctx, sysctl: Systemctl, rel: str, unit: str | None) -> dict | None:
         return None
     t0 = time.monotonic()
     try:
-        out = subprocess.run(argv, capture_output=True, timeout=min(SHOW_TIMEOUT_S, sysctl.left_s), check=False,
+        out = subprocess.run(argv, capture_output=True, timeout=ctx.left(min(SHOW_TIMEOUT_S, sysctl.left_s)), check=False,
                              stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C",
                                                             "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"})
     except subprocess.TimeoutExpired:

@@ -3,22 +3,23 @@
 Acquisition opens the host's journal files read-only with libsystemd (``systemd.journal.Reader`` on
 file descriptors obtained through :mod:`forensics.hostfs`), probing each file alone first, because
 ``Reader(path=)`` silently skips a bad file and ``Reader(files=[...])`` fails whole if one is bad
-(../shared/research/formats.md §1.1). Only selected entries are stored, found with journal field
-matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``), time seeks, and for the NVML texts
-the file's index of its distinct MESSAGE values (:mod:`collectors.journal.unique`), never by reading
-every entry's text. The child that reads them runs while the later collectors collect
+(docs/sources.md "Journal files and fields"). Only selected entries are stored, found with journal field
+matches (``_PID=1``, ``_SYSTEMD_UNIT=``, ``SYSLOG_IDENTIFIER=``, ``_TRANSPORT=kernel``), time seeks,
+and for the NVML and kernel texts the file's index of its distinct MESSAGE values
+(:mod:`collectors.journal.unique`), never by reading every entry's text. The child that reads them runs while the later collectors collect
 (:func:`begin`). The package's modules, in the order acquisition uses them:
 
 - :mod:`collectors.journal.files`: probing each journal file alone, hashing them;
 - :mod:`collectors.journal.header`: the journal file header, and why libsystemd refused a file;
 - :mod:`collectors.journal.attempts`: the child that reads them, waited for, and read again after a file shrank;
-- :mod:`collectors.journal.reader`: the sources of entries (libsystemd on the probed files, or the
-  node's journalctl); :mod:`collectors.journal.unique`: a field's distinct values in one file;
+- :mod:`collectors.journal.reader`, :mod:`~collectors.journal.journalctl`: the sources of entries
+  (libsystemd on the probed files, or the node's journalctl), :mod:`~collectors.journal.damage`: what
+  they read past a damaged file; :mod:`collectors.journal.unique`: a field's distinct values in one file;
 - :mod:`collectors.journal.fileset`: the probed files read one at a time (memory flat in the number
   of files), the PID 1 and NVML passes shared among two forked readers (both cores);
 - :mod:`collectors.journal.selection`: the rules that keep entries, and the spool that holds them;
-- :mod:`collectors.journal.wording`: what PID 1's and the units' messages say, and the events the
-  stored entries become (used at acquisition and at reading, so the two never disagree).
+- :mod:`collectors.journal.wording`, :mod:`~collectors.journal.kernel`, :mod:`~collectors.journal.runtime`:
+  what PID 1, the units, the kernel and containerd say, and the events the stored entries become.
 
 This module holds the entry points, :func:`acquire` and :func:`read`, with what they write and read.
 
@@ -37,14 +38,18 @@ Bundle files (all under ``journal/``):
   ``__REALTIME_TIMESTAMP`` and ``__MONOTONIC_TIMESTAMP`` as int µs (UTC epoch / since boot), and
   ``_GF_SELECTED_BY``: the rules that selected it (``pid1``, ``unit``, ``requester``, ``nvml``,
   ``healthy``, ``boot``, ``coverage``, ``forged``, ``symptom``: a neighbouring GPU failure,
-  forensics/neighbours.py).
+  forensics/neighbours.py; ``kernel``: a kernel line of forensics/kmsg.py; ``update-resources``:
+  containerd's UpdateContainerResources lines).
 - ``boots.json``: ``[{boot_id, first, last, first_usec, last_usec, first_cursor, last_cursor}]``.
-- ``coverage.json``: first/last entry over all files (µs, ISO UTC, cursor), ``since``,
-  ``files_found``, ``files_read``, ``files_failed``, ``method``, ``problems``.
+- ``coverage.json``: first/last entry over all files (µs, ISO UTC, cursor), the same of the
+  ``_TRANSPORT=kernel`` entries (``kernel_first_*``, ``kernel_last_*``: ``None`` for none), ``since``,
+  ``files_found``, ``files_read``, ``files_failed``, ``method``, ``problems``, ``damaged``: the files read
+  past a damage, what was read and lost and from when to when (:meth:`collectors.journal.damage.Walked.record`).
 """
 from __future__ import annotations
 
 import base64
+import dataclasses
 import errno
 import json
 import os
@@ -61,11 +66,11 @@ from forensics.artifact import Artifact, Status, from_oserror
 from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import from_usec, iso_z, parse_iso
 from forensics.output import BundleWriteError
-from . import attempts, isolate, selection, wording as w
+from . import attempts, damage, isolate, kernel as kern, selection, wording as w
 from .attempts import _size
-from .files import METHOD, _File, _final, _hash_all, _probe
+from .files import METHOD, _File, _final, _hash_all, _probe, unusable
 from .fileset import _FileSet, _room_for
-from .reader import _JournalctlSource
+from .journalctl import fallback
 
 
 def _since(text: str, _values) -> datetime:
@@ -153,7 +158,13 @@ def _read_files(ctx: CollectContext, files: list[_File], source: str):
     ctx.log = lambda _msg: None  # the parent's progress bar holds locks of a thread not forked here
     records, good, spans = [], [], []
     _room_for(len(files))
+    why = unusable()  # no libsystemd here: every file goes to the node's journalctl (journalctl.fallback)
     for f in files:
+        if why is not None and not ctx.expired():
+            rec = {"source": f.source, "size": _size(f), "sha256": None, "header": None, "opened": False,
+                   "errno": None, "error": f"not opened with libsystemd ({why}): given to the node's journalctl"}
+            records.append(rec)
+            continue
         if ctx.expired():
             rec = {"source": f.source, "size": _size(f), "sha256": None, "header": None, "opened": False,
                    "errno": None, "error": "not read: time budget"}
@@ -178,11 +189,13 @@ def _read_files(ctx: CollectContext, files: list[_File], source: str):
                 unread = [f for f, rec in zip(files, records) if rec["error"] != "not read: time budget"]
                 src = _FileSet([fh.fileno() for fh in good], spans, getattr(ctx.writer, "dir", None),
                                [rec["source"] for rec in opened]) if good else \
-                    _fallback(ctx, unread) if unread else None  # none: the time budget reached no file
+                    fallback(ctx, unread, ENTRIES, why) if unread else None  # none: the time budget reached no file
                 if src is not None:
                     src.deadline = ctx.deadline
                     with closing(src):
-                        _store(ctx, src, source, len(files), len(files) - len(good) if good else 0)
+                        _store(ctx, src, source, len(files), len(files) - len(good) if good else 0,
+                               [f"read by the node's journalctl: this collector cannot load libsystemd ({why})"]
+                               if why and not good else [])
             except BundleWriteError as e:
                 broke = e
             except OSError as e:
@@ -250,30 +263,10 @@ def _find(ctx) -> tuple[list[_File], list[str], bool]:
     return found, dirs, refused
 
 
-# -- reading entries: libsystemd, or the node's own journalctl ---------------------------------------
-def _fallback(ctx, files: list[_File]):
-    """A journalctl source when no file opened here; records why when there is none."""
-    jc = next((p for p in ("/usr/bin/journalctl", "/bin/journalctl") if hostfs.exists(ctx.root, p)), None)
-    why = None
-    if jc is None:
-        why = "no journalctl on the node (/usr/bin/journalctl, /bin/journalctl) to fall back on"
-    elif ctx.live:
-        return _JournalctlSource([str(hostfs.resolve(ctx.root, jc))],
-                                 [str(hostfs.resolve(f.root, f.path)) for f in files], getattr(ctx.writer, "dir", None))
-    elif os.geteuid() != 0:
-        why = "running the node's journalctl under chroot needs root"
-    else:
-        host = [f.path for f in files if f.root == str(ctx.root)]
-        if host:
-            return _JournalctlSource(["chroot", str(ctx.root), jc], host, getattr(ctx.writer, "dir", None))
-        why = "the unreadable files are outside --root, so the node's journalctl cannot reach them"
-    ctx.writer.record(Artifact(None, ENTRIES, Status.ERROR, METHOD,
-                               message=f"none of the {len(files)} journal files could be opened, and {why}"))
-    return None
-
-
 # -- selecting and storing -------------------------------------------------------------------------
-def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
+def _store(ctx, src, source: str, n_files: int, n_failed: int, how: list[str] = ()) -> None:
+    """Select ``src``'s entries and write entries.jsonl (``how``: notes on the reader used and why),
+    boots.json and coverage.json."""
     given = ctx.value(SINCE)
     since_dt = given.replace(tzinfo=given.tzinfo or timezone.utc) if isinstance(given, datetime) else None
     since = int(since_dt.timestamp() * 1_000_000) if since_dt else None
@@ -282,20 +275,28 @@ def _store(ctx, src, source: str, n_files: int, n_failed: int) -> None:
     with selection.Spool(dir=getattr(ctx.writer, "dir", None)) as spool:  # in the bundle being written
         try:
             sel, boots, first, last = selection.select(src, since, problems, spool)
+            kfirst, klast = selection.kernel_span(src)
         except (OSError, subprocess.SubprocessError) as e:
             ctx.writer.record(Artifact(None, source, Status.ERROR, src.method,
                                        message=f"reading the journal failed: {e}"))
             return
+        damaged = damage.per_file(getattr(src, "damage", ()))
+        problems += [damage.sentence(d) for d in damaged]
+        if getattr(src, "skipped", 0):
+            problems.append(f"{src.skipped} output lines of journalctl were no journal entry and were skipped")
         with ctx.writer.create(ENTRIES, source=source, method=src.method,
-                               notes=_notes(since_dt, problems, redact)) as out:
+                               notes=[*how, *_notes(since_dt, problems, redact),
+                                      *(damage.sentence(d) for d in damaged)]) as out:
             for e in sel.entries():
                 out.write(json.dumps(redact_entry(e) if redact else e, sort_keys=True) + "\n")
     ctx.writer.write_json(BOOTS, boots, source=source, method=src.method)
     ctx.writer.write_json(COVERAGE, {**selection.edge_record(first, "first"), **selection.edge_record(last, "last"),
+                                     **selection.edge_record(kfirst, "kernel_first"),
+                                     **selection.edge_record(klast, "kernel_last"),
                                      "since": iso_z(since_dt),
                                      "files_found": n_files, "files_read": n_files - n_failed,
                                      "files_failed": n_failed,
-                                     "method": src.method, "problems": problems},
+                                     "method": src.method, "problems": problems, "damaged": damaged},
                           source=source, method=src.method)
 
 
@@ -303,10 +304,12 @@ def _notes(since_dt, problems: list[str], redact: bool) -> list[str]:
     notes = ["selected by journal matches: PID 1 reload/reexec/SIGHUP/banner lines and start/stop lines of units "
              "that matter; entries from the requesting PID, package-manager units and sudo systemctl "
              f"{selection.BEFORE_US // 10**6} s before to {selection.AFTER_US // 10**6} s after each reload; "
-             "NVML/CUDA errors and healthy probe lines of kubelet, containerd, docker, nvidia* and dcgm* units; "
-             "first and last entry of each boot and of the journal; lines claiming to be PID 1's or kubelet's by "
-             "SYSLOG_IDENTIFIER/SYSLOG_PID that journald's _PID, _TRANSPORT, _SYSTEMD_UNIT, _COMM and _UID "
-             "contradict (kept as forged)"]
+             "NVML/CUDA errors, healthy probe lines and UpdateContainerResources lines of kubelet, containerd, "
+             "docker, CRI-O, k3s, nvidia* and dcgm* units; kernel lines (_TRANSPORT=kernel) of the NVIDIA driver "
+             "(Xid, GPU fallen off the bus, API mismatch, NVRM load and init), the OOM killer and PCIe AER; "
+             "first and last entry of each boot and of the journal; lines claiming to be PID 1's, kubelet's or "
+             "the kernel's by SYSLOG_IDENTIFIER/SYSLOG_PID that journald's _PID, _TRANSPORT, _SYSTEMD_UNIT, _COMM, "
+             "_UID and SYSLOG_FACILITY contradict (kept as forged)"]
     if since_dt is not None:
         notes.append(f"entries filtered to {iso_z(since_dt)} and later")
     if any("time budget" in p for p in problems):
@@ -338,13 +341,15 @@ def redact_entry(e: dict) -> dict:
 # -- reading the bundle back ---------------------------------------------------------------------
 def read(bundle, node) -> Reading:
     """Turn the bundle's ``journal/`` files into events (kinds ``journal.*`` in
-    :data:`forensics.events.KINDS`), the journal's coverage, and facts: ``systemd_version`` and
+    :data:`forensics.events.KINDS`; ``kernel.*``; ``runtime.update-resources``), two coverages (``journal``,
+    and ``kernel``: :func:`collectors.journal.kernel.kernel_coverage`), and facts: ``systemd_version`` and
     ``systemd_version_basis``, ``boots`` (``[{boot_id, first, last}]``), ``journal_first``,
     ``journal_last`` (ISO UTC). Reads only the bundle; ``node`` is not needed by this source.
 
-    An entry that claims to be PID 1's or kubelet's while journald's trusted fields (``_PID``,
-    ``_TRANSPORT``, ``_SYSTEMD_UNIT``, ``_COMM``, ``_UID``) say otherwise becomes one
-    ``journal.forged`` event and nothing else (:func:`collectors.journal.wording.forged_claim`).
+    An entry that claims to be PID 1's, kubelet's, containerd's or the kernel's while journald's
+    trusted fields (``_PID``, ``_TRANSPORT``, ``_SYSTEMD_UNIT``, ``_COMM``, ``_UID``,
+    ``SYSLOG_FACILITY``) say otherwise becomes one ``journal.forged`` event and nothing else
+    (:func:`collectors.journal.wording.forged_claim`).
 
     Never raises for bad content: a malformed line or file is skipped and reported in
     ``Reading.problems``.
@@ -355,27 +360,51 @@ def read(bundle, node) -> Reading:
         if isinstance(f, dict) and not f.get("opened"):
             out.problems.append({"artifact": FILES,
                                  "message": f"{f.get('source')} was not read: {f.get('error')}"})
-    lines, pid1 = {}, []
+    lines, pid1, kernel = {}, [], []
     for n, e in _stored(bundle, out):
         rules = e.get("_GF_SELECTED_BY") if isinstance(e.get("_GF_SELECTED_BY"), list) else []
         at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
-        if "pid1" in rules and not w.forged_claim(e, rules):  # a forged one is a journal.forged event
+        forged = w.forged_claim(e, rules)
+        if "pid1" in rules and not forged:  # a forged one is a journal.forged event
             pid1.append((at, e, evidence))
+        if "kernel" in rules and not forged:
+            kernel.append((at, e, evidence))
         out.events += w.entry_events(at, e, rules, evidence)
     events, version = w.manager_events(sorted(pid1, key=lambda x: (x[0], x[2]["line"])))
     out.events += events + w.boot_events(boots, lines, out.problems)
+    out.events += kern.kernel_events(sorted(kernel, key=lambda x: (x[0], x[2]["line"])))
     out.events.sort(key=lambda ev: ev.at)
     refused = [f"{a.source}: {a.status.value}" + (f" ({a.message})" if a.message else "")
                for a in bundle.artifacts() if a.method in (METHOD, "journalctl") and not a.path]
-    out.coverage.append(w.coverage(cov, refused, out.problems))
+    files = _load(bundle, FILES, Reading(), list)
+    spans = [w.coverage(cov, refused, out.problems), kern.kernel_coverage(cov, refused, out.problems)]
+    out.coverage += still_written(spans, files, bundle.manifest)
     out.facts.update({"systemd_version": version[0] if version else None,
                       "systemd_version_basis": version[1] if version else None,
                       "boots": [{k: b.get(k) for k in ("boot_id", "first", "last")}
                                 for b in boots if isinstance(b, dict)],
                       "journal_first": cov.get("first"), "journal_last": cov.get("last")})
     return out
+
+
+def still_written(spans: list, files: list, manifest: dict) -> list:
+    """``spans`` (the journal's and its kernel lines' Coverage) extended to the collection's start when the
+    journal was still being written then: collected from the live node (``--root /``) with a file in the
+    ``online`` state (journald had it open). A journal that logged nothing between its last entry and the
+    collection covers that time too: had PID 1 reloaded, it would be there. Otherwise unchanged."""
+    col = manifest.get("collection") if isinstance(manifest.get("collection"), dict) else {}
+    online = any(isinstance(f, dict) and (f.get("header") or {}).get("state") == "online" for f in files)
+    try:
+        at = parse_iso(col["start"]) if col.get("root") == "/" and online and col.get("start") else None
+    except (TypeError, ValueError):
+        at = None
+    if at is None:
+        return spans
+    return [dataclasses.replace(c, end=at, reason=c.reason + "; the journal was still being written at collection "
+                                f"(an online file of the live node), so it covers up to {iso_z(at)}")
+            if c.start and c.end and c.end < at else c for c in spans]
 
 
 def _load(bundle, rel: str, out: Reading, kind: type):

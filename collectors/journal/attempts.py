@@ -51,18 +51,19 @@ def _forget_partial(ctx, outputs: tuple[str, ...]) -> None:
             pass
 
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _start(read, *args) -> tuple[int, int]:
-    """:func:`collectors.journal.isolate.start` of ``read(*args)`` in a child that ignores SIGINT and
-    SIGTERM: sent to the whole process group (a terminal's Ctrl-C) they are the parent's to answer
+    """:func:`collectors.journal.isolate.start` of ``read(*args)`` in a child that ignores SIGINT,
+    SIGTERM and SIGHUP: sent to the whole process group (a terminal's Ctrl-C) they are the parent's to answer
     (:func:`forensics.ops.pipeline.interruptible`: it waits for this child, and kills it on a second
     one); the child would die of the handler it inherited. Blocked around the fork, so that none
-    comes before the child ignores them (the parent's are delivered when unblocked)."""
+    comes before the child ignores them (the parent's are delivered when unblocked). The child leads a
+    process group, so that a second interruption kills its readers with it (:func:`isolate.kill`)."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
-        return isolate.start(_shielded, old, read, *args)
+        return isolate.start(_shielded, old, read, *args, group=True)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 

@@ -3,7 +3,7 @@ with libsystemd, and hashing them.
 
 :func:`_probe` opens one file read-only through :mod:`forensics.hostfs` and reads its first and
 last entry with a ``systemd.journal.Reader`` of its own, because ``Reader(path=)`` silently skips a
-bad file and ``Reader(files=[...])`` fails whole if one is bad (../shared/research/formats.md §1.1);
+bad file and ``Reader(files=[...])`` fails whole if one is bad (docs/sources.md "Journal files and fields");
 a file it cannot open is explained from its header (:mod:`collectors.journal.header`).
 :func:`_final` says whether a file can still grow; :func:`_hash_all` takes the SHA-256 of the
 opened files while :mod:`collectors.journal` selects their entries.
@@ -16,14 +16,31 @@ import os
 import time
 from dataclasses import dataclass
 
-from systemd import journal as _sdj
-
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from .header import header, why_unreadable
 
 METHOD = "journal-reader"
 CHUNK = 2 << 20
+try:  # at import, as before privileges are dropped (a collection run as nobody in the tests)
+    from systemd import journal as _SDJ
+    _WHY = None
+except (ImportError, OSError) as _e:  # the single-file collector on a node whose libsystemd.so.0 is unusable
+    _SDJ, _WHY = None, f"{type(_e).__name__}: {_e}"
+
+
+def sdj():
+    """``systemd.journal``: systemd-python, or in the single-file collector its stand-in over the node's
+    ``libsystemd.so.0`` (scripts/collector/systemd). Raises ``ImportError`` when it could not be loaded
+    (the library missing or unloadable): :func:`unusable` says why, and the node's journalctl is read instead."""
+    if _SDJ is None:
+        raise ImportError(f"systemd.journal cannot be loaded: {_WHY}")
+    return _SDJ
+
+
+def unusable() -> str | None:
+    """Why this process cannot read journal files through libsystemd (one line), or ``None`` when it can."""
+    return _WHY
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,7 @@ def _probe(f: _File):
         rec.update(size=size, header=header(os.pread(fh.fileno(), 512, 0), size))
         dup = os.dup(fh.fileno())
         try:
-            r = _sdj.Reader(files=[dup])  # owns dup from here on
+            r = sdj().Reader(files=[dup])  # owns dup from here on
         except BaseException:
             os.close(dup)
             raise

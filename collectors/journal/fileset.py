@@ -41,6 +41,8 @@ from .reader import _ReaderSource, cursor_fields
 WORKERS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 COPY_PREFIX = ".journal-copy-"
 FOLDED = ("_BOOT_ID", "_SYSTEMD_UNIT")  #: the fields whose values :meth:`_FileSet.unique` gives
+#: matches whose first and last entry :meth:`_FileSet.edge` gives besides the journal's and each boot's
+EDGE_GROUPS = ((("_TRANSPORT", "kernel"),),)
 
 
 def compare(a: str, b: str) -> int:
@@ -82,6 +84,11 @@ class _FileSet:
         self._values: dict[str, set[str]] = {f: set() for f in FOLDED}
         self._edges: dict[tuple, dict] = {}
         self.folded = 0  #: leading files whose values and edges are taken (:meth:`_fold`)
+        self.damage: list[dict] = []  #: the files walked past damage (:mod:`collectors.journal.damage`)
+
+    def _took(self, src: _ReaderSource, fd: int) -> None:
+        """Keep what ``src`` (reading file ``fd`` alone) walked past damage, named by the file's source."""
+        self.damage += [{**d, "source": str(self.names.get(fd, fd))} for d in src.damage]
 
     # -- one file at a time ---------------------------------------------------------------------
     def _open(self, fd: int) -> _ReaderSource:
@@ -129,6 +136,7 @@ class _FileSet:
                     yield from src.scan(groups, start, end)
                 finally:
                     self.cur = None
+                    self._took(src, fd)
                     src.close()
             except TimeoutError:
                 raise TimeoutError(spent(len(todo) - i, len(todo), self.names.get(fd, fd))) from None
@@ -152,13 +160,14 @@ class _FileSet:
         :meth:`edge` answer; files are taken in their order only."""
         for field_ in FOLDED:
             self._values[field_].update(src.unique(field_))
-        for b in [None, *src.unique("_BOOT_ID")]:
+        groups = [(), *((("_BOOT_ID", b),) for b in src.unique("_BOOT_ID")), *EDGE_GROUPS]
+        for group in groups:
             for last in (False, True):
-                e = src.edge([("_BOOT_ID", b)] if b else (), last)
-                best = self._edges.get((b, last))
+                e = src.edge(list(group), last)
+                best = self._edges.get((group, last))
                 if e is not None and (best is None or (compare(e["__CURSOR"], best["__CURSOR"]) > 0 if last else
                                                        compare(e["__CURSOR"], best["__CURSOR"]) < 0)):
-                    self._edges[(b, last)] = e
+                    self._edges[(group, last)] = e
         self.folded += 1
 
     def _fold_all(self) -> None:
@@ -176,49 +185,53 @@ class _FileSet:
         return sorted(self._values[field_])
 
     def edge(self, group=(), last=False) -> dict | None:
-        """The first (``last``: last) entry of the journal (``group`` empty) or of one boot
-        (``[("_BOOT_ID", id)]``) over all files, as one reader over all of them shows it (see the
-        module's docstring)."""
+        """The first (``last``: last) entry of the journal (``group`` empty), of one boot
+        (``[("_BOOT_ID", id)]``) or of a match of :data:`EDGE_GROUPS` over all files, as one reader over
+        all of them shows it (see the module's docstring)."""
         self._fold_all()
-        return self._edges.get((dict(group).get("_BOOT_ID"), last))
+        return self._edges.get((tuple(tuple(m) for m in group), last))
 
     # -- one rule over every entry, on both cores -------------------------------------------------
     def keep_each(self, groups, since, rule, problems: list[str], what: str, texts: tuple[str, ...] | None = None,
-                  anchors: tuple[str, ...] | None = None):
+                  anchors: tuple[str, ...] | None = None, wanted=None):
         """``(rule name, whole entry)`` for each entry of ``scan(groups, since)`` for which
         ``rule(entry)`` names a rule (only entries whose MESSAGE holds one of ``texts`` are given to it,
         when given; ``anchors``: shorter texts one of which each of ``texts`` holds, searched for
-        first, see :func:`collectors.journal.selection.anchors_for`), in the files' order; the files are shared among
+        first, see :func:`collectors.journal.selection.anchors_for`; ``wanted``: a test of the MESSAGE text alone that
+        every entry ``rule`` keeps passes, applied to the file's MESSAGE values, see
+        :meth:`collectors.journal.reader._ReaderSource.scan_texts`), in the files' order; the files are shared among
         :data:`WORKERS` forked children. A read error or the time budget ends a file's scan, noted in
         ``problems`` as ``what: reading stopped early: ...``."""
         shares = _shares(self.fds, WORKERS)
         spools = [tempfile.TemporaryFile(dir=self.tmpdir) for _ in shares]
         try:
-            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what, texts, anchors))
+            results = _in_children([(self._keep_share, (share, groups, since, rule, spool.fileno(), what, texts, anchors,
+                                                       wanted))
                                     for share, spool in zip(shares, spools)])
-            for (kept, probs), spool in zip(results, spools):
+            for (kept, probs, damaged), spool in zip(results, spools):
                 problems.extend(probs)
+                self.damage += damaged
                 for name, off, length in kept:
                     yield name, json.loads(os.pread(spool.fileno(), length, off))
         finally:
             for spool in spools:
                 spool.close()
 
-    def _keep_share(self, fds, groups, since, rule, out_fd, what, texts, anchors=None):
+    def _keep_share(self, fds, groups, since, rule, out_fd, what, texts, anchors=None, wanted=None):
         part = _FileSet(fds, None, self.tmpdir)
         part.names = self.names
         part.deadline, part.copies, part.folded = self.deadline, dict(self.copies), 1 << 62  # no folding there
         try:
-            return self._keep_files(part, fds, groups, since, rule, out_fd, what, texts, anchors)
+            return self._keep_files(part, fds, groups, since, rule, out_fd, what, texts, anchors, wanted)
         finally:  # the copies this share made (a file deleted meanwhile); the caller's stay
             part.copies = {fd: path for fd, path in part.copies.items() if self.copies.get(fd) != path}
             part.close()
 
-    def _keep_files(self, part, fds, groups, since, rule, out_fd, what, texts, anchors=None):
+    def _keep_files(self, part, fds, groups, since, rule, out_fd, what, texts, anchors=None, wanted=None):
         kept, probs, end = [], [], 0
         for i, fd in enumerate(fds):
             try:
-                for e in _one(part, fd, groups, since, texts, anchors):
+                for e in _one(part, fd, groups, since, texts, anchors, wanted):
                     name = rule(e)
                     if name:
                         b = json.dumps(part.full()).encode() + b"\n"
@@ -230,7 +243,7 @@ class _FileSet:
                 break
             except OSError as err:
                 probs.append(f"{what}: reading stopped early: {self.names.get(fd, fd)}: {err}")
-        return kept, probs
+        return kept, probs, part.damage
 
 
 def spent(left: int, of: int, first) -> str:
@@ -239,7 +252,7 @@ def spent(left: int, of: int, first) -> str:
             f"from {first} on")
 
 
-def _one(fs: _FileSet, fd: int, groups, since, texts=None, anchors=None):
+def _one(fs: _FileSet, fd: int, groups, since, texts=None, anchors=None, wanted=None):
     """The entries of ``fs.scan(groups, since)`` in file ``fd`` alone; with ``texts``, only those whose
     MESSAGE holds one of them (:meth:`collectors.journal.reader._ReaderSource.scan_texts`, which
     searches for ``anchors`` first)."""
@@ -250,9 +263,10 @@ def _one(fs: _FileSet, fd: int, groups, since, texts=None, anchors=None):
         src.deadline, src.drop_at_scan = fs.deadline, False
         try:
             yield from src.scan_texts(groups, since, tuple(t.encode() for t in texts),
-                                      tuple(a.encode() for a in anchors) if anchors else None)
+                                      tuple(a.encode() for a in anchors) if anchors else None, wanted)
         finally:
             fs.cur = None
+            fs._took(src, fd)
             src.close()
         return
     saved, fs.fds = fs.fds, [fd]

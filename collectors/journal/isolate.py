@@ -14,6 +14,8 @@ import signal
 import sys
 import traceback
 
+from forensics import childio
+
 
 def portable(e: Exception) -> Exception:
     """``e`` itself when it survives pickling, else a ``RuntimeError`` naming it."""
@@ -33,15 +35,21 @@ def in_child(fn, *args):
     return finish(*start(fn, *args))
 
 
-def start(fn, *args) -> tuple[int, int]:
-    """Fork a child running ``fn(*args)``; ``(pid, read end of its result pipe)`` for :func:`finish`."""
+def start(fn, *args, group: bool = False) -> tuple[int, int]:
+    """Fork a child running ``fn(*args)``; ``(pid, read end of its result pipe)`` for :func:`finish`.
+    The child dies with this process (:func:`forensics.childio.die_with_parent`); with ``group``
+    it leads a process group, so that :func:`kill` ends the children it starts with it."""
     r, w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 0
         try:
+            childio.die_with_parent(parent)
+            if group:
+                childio.lead_group()
             os.close(r)
             _own_streams()
             try:
@@ -57,6 +65,11 @@ def start(fn, *args) -> tuple[int, int]:
         finally:
             os._exit(code)
     os.close(w)
+    if group:
+        try:  # as the child does: whichever runs first, the group exists before this returns
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
     return pid, r
 
 
@@ -73,12 +86,9 @@ def _own_streams() -> None:
 
 
 def kill(pid: int) -> None:
-    """Kill and reap child ``pid`` (one :func:`start` made); nothing when it is gone already."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+    """Kill and reap child ``pid`` (one :func:`start` made) and the process group it leads, if any
+    (:func:`forensics.childio.kill_group`); nothing when it is gone already."""
+    childio.kill_group(pid)
 
 
 def finish(pid: int, r: int):

@@ -4,25 +4,21 @@ Both sources offer what :func:`collectors.journal.selection.select` needs: ``sca
 matching journal field matches, optionally within a time window), ``full`` and ``cursor`` (of the
 entry a scan stands on), ``unique`` (the values of a field) and ``edge`` (the first or last entry,
 optionally of a match). :class:`_ReaderSource` reads the files :mod:`collectors.journal.files`
-opened, file by file, and keeps the pages libsystemd maps in check (:class:`_Pages`);
-:class:`_JournalctlSource` runs ``journalctl -o json`` (journalctl(1)) for files this process's
-libsystemd cannot read.
+opened, file by file, and keeps the pages libsystemd maps in check (:class:`_Pages`), and reads past
+a damage where libsystemd stops (:meth:`_ReaderSource._salvage`); :class:`collectors.journal.journalctl._JournalctlSource`
+runs ``journalctl -o json`` (journalctl(1)) for files this process's libsystemd cannot read.
 """
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import resource
-import subprocess
-import tempfile
 import time
 
-from systemd import journal as _sdj
-
 import collectors.journal.unique as unique
-from .files import METHOD
+import collectors.journal.damage as damage
+from .files import METHOD, sdj
 from .pages import _Pages
 
 DATA_THRESHOLD = 1 << 20  # libsystemd cuts field values longer than this (default 64 KiB)
@@ -75,6 +71,7 @@ class _ReaderSource:
         if 3 * len(fds) + 64 > soft:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 3 * len(fds) + 64), hard))
         self.fds, self.spans = list(fds), spans
+        self.damage: list[dict] = []  #: :mod:`collectors.journal.damage` records of the files walked past damage
         self.all = self.r = self._open(self.fds)  # raises OSError when the files cannot be read together
         # and a reader of its own for each file, opened now: libsystemd refuses to open a file that
         # has been unlinked (EIDRM), and journald deletes archived files (vacuum) whenever it rotates
@@ -94,7 +91,7 @@ class _ReaderSource:
     def _open(fds: list[int]):
         dups = [os.dup(fd) for fd in fds]
         try:
-            r = _sdj.Reader(files=dups)  # owns the dups from here on
+            r = sdj().Reader(files=dups)  # owns the dups from here on
         except BaseException:
             for d in dups:
                 os.close(d)
@@ -139,7 +136,7 @@ class _ReaderSource:
             if i:
                 r.add_disjunction()
             for v in also:
-                _sdj._Reader.add_match(r, v)
+                sdj()._Reader.add_match(r, v)
             for field_, value in group:
                 r.add_match(f"{field_}={value}")
 
@@ -159,25 +156,136 @@ class _ReaderSource:
                 raise TimeoutError("the collection's time budget was spent (--time-budget)")
             self.r = self.one[fd]
             try:
-                yield from self._walk(groups, start, end)
+                yield from self._walk(fd, groups, start, end)
             finally:
                 self.r = self.all
 
-    def _walk(self, groups, start, end):
+    def _walk(self, fd: int, groups, start, end):
+        """:meth:`scan` in file ``fd``; past a damage libsystemd's matches stop at, by :meth:`_salvage`."""
         r = self.r
         self._match(groups)
         r.seek_realtime(start) if start is not None else r.seek_head()
-        n = 0
+        n, last = 0, None
         while r._next():
             n += 1
             if n % self.CHECK_EVERY == 0:
-                self.pages.check()
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    raise TimeoutError("the collection's time budget was spent (--time-budget)")
+                self._tick()
             t = r._get_realtime()
             if end is not None and t > end:
                 return
+            last = (t, last[1] + 1 if last and last[0] == t else 1)
             yield _Lazy(r, t)
+        if self._dropped(r, fd):
+            for r in self._salvage(fd, groups, start, end, last):
+                yield _Lazy(r, r._get_realtime())
+
+    @staticmethod
+    def _dropped(r, fd: int) -> bool:
+        """Whether libsystemd dropped file ``fd`` from reader ``r`` at an object it could not read (see
+        :mod:`collectors.journal.damage`): the reader finds no entry at all where the header counts some."""
+        r.flush_matches()
+        r.seek_tail()
+        return not r._previous() and bool(damage.counts(os.pread(fd, 208, 0))[0])
+
+    @staticmethod
+    def _first(r, field_: str) -> bytes | None:
+        try:
+            return r._get(field_)
+        except KeyError:
+            return None
+
+    def _salvage(self, fd: int, groups, start, end, after=None, skip=frozenset()):
+        """Stand on each entry of ``groups`` from ``start`` to ``end`` (µs, or ``None``) in file ``fd``
+        (the reader, one per entry) by walking every entry of the file, through new readers, but those
+        the walk by matches gave already (up to the ``k``-th entry of time ``t`` when ``after`` is ``(t, k)``)
+        and the cursors in ``skip``; where that walk too ends, on from the first later entry a seek by
+        time reaches (:meth:`_past`), over every entry or else by the matches, and back from it to the
+        damage, until the file's last entry (``tail_entry_seqnum`` of its header) was read or nothing gets
+        past. What it read and could not read goes to :attr:`damage` (:meth:`collectors.journal.damage.Walked.record`)."""
+        walked, floor, same = damage.Walked(os.pread(fd, 208, 0)), 0, [0]
+
+        def wanted(r, c: str, t: int, back: bool = False) -> bool:
+            if (start is not None and t < start) or (end is not None and t > end) or c in skip \
+                    or not damage.matches(lambda f: self._first(r, f), groups):
+                return False
+            if after is not None and t <= after[0]:
+                same[0] += t == after[0] and not back
+                return not back and t == after[0] and same[0] > after[1]
+            return True
+
+        r = self.r = self._open([fd])
+        opened = [r]
+        try:
+            r.seek_head()
+            while True:
+                while r._next():
+                    if walked.read % self.CHECK_EVERY == 0:
+                        self._tick()
+                    c, t = r._get_cursor(), r._get_realtime()
+                    if (i := self._seqnum(c)) <= floor:  # read before a seek went past the damage
+                        continue
+                    walked.saw(i, t)
+                    if wanted(r, c, t):
+                        yield r
+                if walked.prev is None or walked.prev[0] >= (damage.counts(os.pread(fd, 208, 0))[2] or 0):
+                    break  # at the file's last entry (libsystemd may end a walk at a bad array without a word)
+                got = self._past(fd, walked.prev[1]) or self._past(fd, walked.prev[1], groups)
+                if got is None:
+                    break
+                back = self.r = self._sought(fd, *got)  # from the entry reached back to the damage
+                opened.append(back)
+                found = []
+                while back._previous():
+                    c, t = back._get_cursor(), back._get_realtime()
+                    if t <= walked.prev[1] or (i := self._seqnum(c)) <= walked.prev[0]:
+                        break
+                    found.append((i, t))
+                    if wanted(back, c, t, True):
+                        yield back
+                for i, t in sorted(found):
+                    walked.saw(i, t)
+                r = self.r = self._sought(fd, *got)
+                opened.append(r)
+                floor = walked.prev[0]
+        finally:
+            self.r = self.all
+            for o in opened:
+                o.close()
+            self.damage.append(walked.record("", os.pread(fd, 208, 0), "libsystemd stopped a walk by journal "
+                                             "matches at an object it could not read"))
+
+    def _past(self, fd: int, after: int, groups=None) -> tuple[int, list | None] | None:
+        """``(t, groups)``: the time (µs) of the first entry of file ``fd`` later than ``after`` that a seek by
+        time reaches (of ``groups`` when given: by their entry arrays), bisecting the times up to the
+        file's last entry; ``None`` when no seek gets past."""
+        tail_rt = damage.counts(os.pread(fd, 208, 0))[4]
+        lo, hi = after, tail_rt
+        if not hi or hi <= lo or not self._reaches(fd, hi, groups):
+            return None
+        while hi - lo > 1:
+            self._tick()
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if self._reaches(fd, mid, groups) else (mid, hi)
+        return hi, groups
+
+    def _sought(self, fd: int, t: int, groups=None):
+        """A new reader of file ``fd`` with the matches of ``groups`` (when given), sought to time ``t`` (µs)."""
+        r = self._open([fd])
+        if groups:
+            old, self.r = self.r, r
+            try:
+                self._match(groups)
+            finally:
+                self.r = old
+        r.seek_realtime(t)
+        return r
+
+    def _reaches(self, fd: int, t: int, groups=None) -> bool:
+        r = self._sought(fd, t, groups)
+        try:
+            return bool(r._next()) and r._get_realtime() >= t
+        finally:
+            r.close()
 
     def _tick(self) -> None:
         """What a scan does every :data:`CHECK_EVERY` entries: let the pages go past the limit, and
@@ -186,7 +294,8 @@ class _ReaderSource:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise TimeoutError("the collection's time budget was spent (--time-budget)")
 
-    def scan_texts(self, groups, start, texts: tuple[bytes, ...], anchors: tuple[bytes, ...] | None = None):
+    def scan_texts(self, groups, start, texts: tuple[bytes, ...], anchors: tuple[bytes, ...] | None = None,
+                   wanted=None):
         """As :meth:`scan` from ``start`` (µs or ``None``) on, one file only, yielding only the entries
         whose MESSAGE (its first value, as libsystemd gives it) holds one of ``texts``: the test is
         made on the bytes, before anything is decoded (an ASCII text is in the bytes exactly when it
@@ -196,7 +305,9 @@ class _ReaderSource:
         are tested against ``texts``; the same entries come out.
 
         From the head (``start`` None), the file's distinct MESSAGE values are read first from its own
-        index (:func:`collectors.journal.unique.holding`); when at most :data:`MAX_VALUES` hold a text,
+        index (:func:`collectors.journal.unique.holding`), those ``wanted(text)`` refuses dropped (a test of
+        the MESSAGE text alone, decoded as the rules decode it, that every entry the caller keeps passes:
+        a value that holds a text and can never be kept costs no walk); when at most :data:`MAX_VALUES` hold a text,
         only their entries are read (:meth:`_where`), in the same order, and tested as above all the
         same; then the entries appended since the values were read (the file is still written), as
         the walk over every entry reads them. Else (no exact values, too many) every entry of
@@ -206,6 +317,8 @@ class _ReaderSource:
         if self.fd is not None and start is None:
             tail = self._tail()  # the entries up to it have their MESSAGE among the values read next
             values = unique.holding(self.fd, "MESSAGE", texts, self._tick, DATA_THRESHOLD) if tail else None
+            if values is not None and wanted is not None:
+                values = [v for v in values if wanted(v[8:].decode("utf-8", "replace"))]  # after b"MESSAGE="
             at = self._where(groups, values, tail) if values is not None and len(values) <= self.MAX_VALUES else None
         n, every = 0, self.CHECK_EVERY if at is None else 8  # each cursor is a seek of its own
         for r in self._steps(groups, start, at, tail):
@@ -251,7 +364,9 @@ class _ReaderSource:
         ANDed with those values ORed: libsystemd tries every term of an OR at each step, and each
         term's objects stay mapped while it walks); ``None`` past :data:`MAX_FOUND` entries. One
         file's entries are in the order of their sequence numbers (``i=`` of the cursor), which
-        journal-file.c gives each appended entry one above the last (``journal_file_entry_seqnum``)."""
+        journal-file.c gives each appended entry one above the last (``journal_file_entry_seqnum``).
+        ``None`` too when libsystemd dropped the file at a damaged object of a value's chain (then through
+        a new reader, :meth:`_reopen`)."""
         r, found, n, last = self.r, {}, 0, self._seqnum(tail)
         for k in range(0, len(values), self.TERMS):
             self._tick()
@@ -266,6 +381,9 @@ class _ReaderSource:
                     found[c] = i
                 if len(found) > self.MAX_FOUND:
                     return None
+            if self._dropped(r, self.fd):  # damage on a value's chain: every entry is walked (a new reader)
+                self._reopen()
+                return None
         return sorted(found, key=found.get)
 
     def _steps(self, groups, start, at: list[str] | None, tail: str | None, skip=frozenset()):
@@ -280,9 +398,14 @@ class _ReaderSource:
         if at is None:
             self._match(groups)
             r.seek_realtime(start) if start is not None else r.seek_head()
+            last = None
             while r._next():
                 if not skip or r._get_cursor() not in skip:
+                    t = r._get_realtime()
+                    last = (t, last[1] + 1 if last and last[0] == t else 1)
                     yield r
+            if self.fd is not None and self._dropped(r, self.fd):
+                yield from self._salvage(self.fd, groups, start, None, last, skip)
             return
         r.flush_matches()
         for n, c in enumerate(at):
@@ -308,7 +431,7 @@ class _ReaderSource:
         return self.r._get_cursor()
 
     def unique(self, field_: str) -> list[str]:
-        return sorted(v.decode("utf-8", "replace") for v in _sdj._Reader.query_unique(self.all, field_))
+        return sorted(v.decode("utf-8", "replace") for v in sdj()._Reader.query_unique(self.all, field_))
 
     def edge(self, group=(), last=False) -> dict | None:
         self.pages.check(force=True)
@@ -316,76 +439,3 @@ class _ReaderSource:
         self._match([group] if group else [])
         r.seek_tail() if last else r.seek_head()
         return self._entry() if (r._previous() if last else r._next()) else None
-
-
-class _JournalctlSource:
-    """Entries through the node's own ``journalctl -o json`` (for files this libsystemd cannot read)."""
-
-    method = "journalctl"
-
-    def __init__(self, argv: list[str], paths: list[str], tmpdir=None):
-        self.base = argv + [f"--file={p}" for p in paths] + ["--no-pager", "--all"]
-        self.tmpdir = tmpdir  #: where journalctl's stderr is kept (the bundle being written; never the node's /tmp)
-
-    def _lines(self, args, first_only=False):
-        with tempfile.TemporaryFile(dir=self.tmpdir) as err:
-            p = subprocess.Popen(self.base + args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
-            try:
-                for line in p.stdout:
-                    yield line
-                    if first_only:
-                        p.kill()
-                        break
-            finally:
-                p.stdout.close()
-                rc = p.wait()
-            if rc not in (0, -9):
-                err.seek(0)
-                raise OSError(f"journalctl exited {rc}: {err.read(500).decode(errors='replace').strip()}")
-
-    def _entry(self, line: bytes) -> dict:
-        e = {}
-        for k, v in json.loads(line).items():
-            if k in ("__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP"):
-                e[k] = int(v)
-            elif k == "__CURSOR" or not k.startswith("__"):
-                e[k] = self._conv(v)
-        return e
-
-    def _conv(self, v):
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            return {"base64": base64.b64encode(bytes(v)).decode()}
-        return [self._conv(x) for x in v] if isinstance(v, list) else v
-
-    @staticmethod
-    def _matches(groups):
-        out = []
-        for i, group in enumerate(groups):
-            out += (["+"] if i else []) + [f"{f}={v}" for f, v in group]
-        return out
-
-    def scan(self, groups, start=None, end=None):
-        args = ["-o", "json"]
-        args += ["--since", f"@{start // 10**6}.{start % 10**6:06d}"] if start is not None else []
-        args += ["--until", f"@{end // 10**6}.{end % 10**6:06d}"] if end is not None else []
-        for line in self._lines(args + self._matches(groups)):
-            self._last = self._entry(line)
-            yield self._last
-
-    def full(self) -> dict:
-        return self._last
-
-    def cursor(self) -> str:
-        return self._last["__CURSOR"]
-
-    def close(self) -> None:
-        pass
-
-    def unique(self, field_: str) -> list[str]:
-        values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
-        return sorted(v.decode("utf-8", "replace") for v in values if v)
-
-    def edge(self, group=(), last=False) -> dict | None:
-        args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
-        lines = list(self._lines(args, first_only=not last))
-        return self._entry(lines[-1]) if lines else None

@@ -4,8 +4,9 @@ that holds what they keep.
 :func:`select` runs the rules of :data:`RULES` over a source of :mod:`collectors.journal.reader`:
 PID 1's manager and unit lines (what they say is in :mod:`collectors.journal.wording`), the
 requester's entries and every unit's start/stop lines in a window of :data:`BEFORE_US` before to
-:data:`AFTER_US` after each reload (:func:`windows`), NVML/CUDA errors and healthy kubelet probe lines, and the first and last entry
-of each boot and of the journal. The kept entries go to a :class:`Spool` on disk, so memory hardly
+:data:`AFTER_US` after each reload (:func:`windows`), NVML/CUDA errors, healthy kubelet probe lines, containerd's
+UpdateContainerResources lines and, in the same pass, the kernel's lines that matter (:mod:`collectors.journal.kernel`),
+and the first and last entry of each boot and of the journal. The kept entries go to a :class:`Spool` on disk, so memory hardly
 grows with the journal. Nothing here touches the host or the bundle but through the source and the
 spool's file.
 """
@@ -19,7 +20,9 @@ import tempfile
 from array import array
 
 from .header import iso_usec
-from forensics import neighbours
+from forensics import kmsg, neighbours
+from .kernel import KERNEL, claims_kernel, kernel_rule
+from .runtime import UPDATE_TEXT, update_resources
 from .wording import (NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
                       nvml_unit, pid1_trusted, sudo_trusted, symptom_line, text, unit_action, unit_matters)
 
@@ -55,7 +58,11 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 #: kept to be shown as a red flag, never as evidence
 #: ``symptom``: a line of a neighbouring GPU failure (forensics/neighbours.py) from kubelet, containerd,
 #: docker or an NVIDIA unit (create errors, CDI spec generation, a device plugin's back-off), never ``nvml``
-RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage", "forged", "symptom")
+#: ``kernel``: a kernel line that matters (forensics/kmsg.py: Xid, GPU lost, API mismatch, OOM kill, NVRM,
+#: PCIe AER), written by the kernel itself (collectors/journal/kernel.py)
+#: ``update-resources``: containerd's UpdateContainerResources lines (collectors/journal/runtime.py)
+RULES = ("pid1", "unit", "requester", "nvml", "healthy", "boot", "coverage", "forged", "symptom", "kernel",
+         "update-resources")
 _BASE = 16  # rule codes 1..len(RULES) packed as hex digits
 
 
@@ -135,8 +142,9 @@ class Spool:
         self.close()
 
 
-#: one search for what the NVML pass looks for, so that most lines are passed over with one test
-_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"',))))
+#: one search for what the NVML pass looks for in the units' lines, so that most lines are passed over
+#: with one test
+_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"', UPDATE_TEXT))))
 
 
 def required_literals(*patterns: re.Pattern) -> tuple[str, ...] | None:
@@ -180,8 +188,11 @@ def required_literals(*patterns: re.Pattern) -> tuple[str, ...] | None:
 
 
 #: texts one of which every line the NVML pass keeps contains (``in`` tests are ~20x faster than the
-#: searches over most kubelet lines, measured on bench S); ``None``: the searches alone
-_NVML_TEXTS = required_literals(_NVML_PASS, neighbours.ANY)
+#: searches over most kubelet lines, measured on bench S), the kernel's (:data:`forensics.kmsg.TEXTS`)
+#: included: the kernel lines are read in the same pass, so that each file's MESSAGE values are
+#: enumerated once (:mod:`collectors.journal.unique`); ``None``: the searches alone
+_NVML_TEXTS = (lambda t: t + tuple(k for k in kmsg.TEXTS if k not in t) if t is not None else None)(
+    required_literals(_NVML_PASS, neighbours.ANY))
 
 
 def anchors_for(texts: tuple[str, ...] | None, short: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -198,7 +209,9 @@ def anchors_for(texts: tuple[str, ...] | None, short: tuple[str, ...]) -> tuple[
 
 #: what the NVML pass searches every MESSAGE for before the ``in`` tests of :data:`_NVML_TEXTS`
 #: ("ailed": "Failed to initialize NVML", "cuInit failed", "failed to generate spec", ...)
-_NVML_ANCHORS = anchors_for(_NVML_TEXTS, ("ailed", "_ERROR_", "SyncLoop", "cudaError", "CUDA-", "nvml", "Registered"))
+_NVML_ANCHORS = anchors_for(_NVML_TEXTS, ("ailed", "_ERROR_", "rror", "SyncLoop", "cudaError", "CUDA-", "nvml", "NVML",
+                                         "Registered", "GPU", "NVIDIA", "mismatch", "initialized", "encountered",
+                                         "devices", "fabric", "NVSwitch"))
 _NVML_PRE = re.compile("|".join(map(re.escape, _NVML_ANCHORS))).search if _NVML_ANCHORS else None
 
 
@@ -221,8 +234,10 @@ def pid1_rule(e) -> str | None:
 
 
 def nvml_rule(e) -> str | None:
-    """The rule that keeps an entry of the NVML pass (``symptom``, ``nvml``, ``healthy``, or
-    ``forged`` when journald's trusted fields contradict the writer), or ``None``."""
+    """The rule that keeps an entry of the NVML pass: for a line on the kernel's matches
+    (:func:`collectors.journal.kernel.claims_kernel`) :func:`~collectors.journal.kernel.kernel_rule`'s
+    (``kernel`` or ``forged``); for the units' lines ``update-resources``, ``symptom``, ``nvml``,
+    ``healthy``, or ``forged`` when journald's trusted fields contradict the writer; else ``None``."""
     msg = text(e.get("MESSAGE"))
     if _NVML_TEXTS is not None:
         if not _NVML_PRE(msg):
@@ -232,8 +247,12 @@ def nvml_rule(e) -> str | None:
                 break
         else:
             return None
+    if claims_kernel(e):
+        return kernel_rule(e)
     if not _NVML_PASS.search(msg) and not neighbours.ANY.search(msg):
         return None
+    if update_resources(msg):
+        return "update-resources" if log_trusted(e) else "forged"
     if symptom_line(e):
         return "symptom" if log_trusted(e) else "forged"
     if nvml_error(msg):
@@ -241,6 +260,15 @@ def nvml_rule(e) -> str | None:
     if healthy_probe(msg):
         return "healthy" if log_trusted(e) else "forged"
     return None
+
+
+def message_wanted(msg: str) -> bool:
+    """A test of a MESSAGE text alone that every entry :func:`nvml_rule` keeps passes: a units' line
+    of the NVML pass's wordings, or a kernel line :mod:`forensics.kmsg` reads (or a part of one). The
+    pass applies it to each file's MESSAGE values, so that a value that holds a text and can never be
+    kept (``NVRM: ...`` of no known wording, repeated on every boot) costs no walk over its entries."""
+    return bool(_NVML_PASS.search(msg) or neighbours.ANY.search(msg)
+                or (kmsg.might_matter(msg) and (kmsg.classify(msg) or kmsg.is_part(msg))))
 
 
 def select(src, since: int | None, problems: list[str], spool: Spool | None = None):
@@ -284,13 +312,16 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
             if text(e.get("UNIT")) and unit_action(text(e.get("MESSAGE")), text(e.get("MESSAGE_ID"))):
                 keep("unit" if pid1_trusted(e) else "forged")
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
-    groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + [[("SYSLOG_IDENTIFIER", "kubelet")]]
+    # the identifiers: kubelet's and containerd's lines outside their units (microk8s' snap units; a
+    # forgery), the kernel's (collectors.journal.kernel.KERNEL)
+    groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + \
+        [[("SYSLOG_IDENTIFIER", "kubelet"), ("SYSLOG_IDENTIFIER", "containerd")]] + KERNEL
     if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
-        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet lines", _NVML_TEXTS,
-                                        _NVML_ANCHORS):
+        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet/kernel lines", _NVML_TEXTS,
+                                     _NVML_ANCHORS, message_wanted):
             keep(rule, e)
     else:
-        for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet lines"):
+        for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet/kernel lines"):
             rule = nvml_rule(e)
             if rule:
                 keep(rule)
@@ -306,6 +337,12 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
         if e:
             keep("coverage", e)
     return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
+
+
+def kernel_span(src) -> tuple[dict | None, dict | None]:
+    """The first and last ``_TRANSPORT=kernel`` entry of ``src`` (``None`` when it holds none): the
+    span over which the journal holds the kernel's lines (journald with ``ReadKMsg=no`` holds none)."""
+    return src.edge([("_TRANSPORT", "kernel")]), src.edge([("_TRANSPORT", "kernel")], last=True)
 
 
 def edge_record(e: dict | None, name: str) -> dict:

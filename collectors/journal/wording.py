@@ -4,7 +4,7 @@ probe lines, the units that matter, and the events the stored entries become.
 :mod:`collectors.journal` to read them back, so the two never disagree. Nothing here touches the
 host or the bundle. The journal file header is in :mod:`collectors.journal.header`.
 
-Wordings are from the systemd sources at release tags (../shared/research/cases.md "systemd: the
+Wordings are from the systemd sources at release tags (docs/sources.md "systemd: the
 manager reload message, by version"): ``log_caller()`` in src/core/dbus-manager.c (v253-v258),
 ``manager_log_caller()`` in src/core/manager.c (v259+), ``invoke_main_loop()`` in src/core/main.c.
 None of these lines has a MESSAGE_ID, so the text is all there is; ``CODE_LINE`` and ``PRIORITY``
@@ -17,8 +17,11 @@ import re
 from datetime import datetime
 
 from forensics import neighbours
+from forensics.excerpt import excerpt
 from forensics.events import Coverage, Event
 from forensics.timeutil import from_usec, iso_z, parse_iso
+import collectors.journal.damage as damage
+from .runtime import update_event
 
 #: caller line; comm and unit are each left out when systemd could not find them. Numbers are bounded
 #: (pid_max is 2^22; anyone may log as ``SYSLOG_IDENTIFIER=systemd``), so int() never meets 5000 digits
@@ -38,12 +41,19 @@ GROUP_SECONDS = 5  # a caller line (or SIGHUP) and the main.c line it causes are
 #: units whose start/stop lines PID 1 writes with UNIT= and that matter to the incident
 UNITS_THAT_MATTER = frozenset({
     "apt-daily.service", "apt-daily-upgrade.service", "unattended-upgrades.service", "snapd.service",
-    "packagekit.service", "containerd.service", "kubelet.service", "docker.service"})
+    "packagekit.service", "containerd.service", "kubelet.service", "docker.service", "crio.service",
+    "k3s.service", "k3s-agent.service"})
+#: parts of unit names that matter besides :data:`UNITS_THAT_MATTER`: dpkg's, every NVIDIA unit
+#: (nvidia-fabricmanager, nvidia-persistenced, nvidia-mig-manager, nvidia-dcgm), DCGM's, and the host
+#: units NVIDIA's MIG manager stops around a reconfiguration (gpu-operator
+#: assets/state-mig-manager/0410_configmap.yaml: nvsm*.service, nv_peer_mem.service, dcgm*.service)
+UNIT_PARTS = ("dpkg", "nvidia", "dcgm", "nvsm", "nv_peer_mem")
 #: units that commonly run ``systemctl daemon-reload`` (package managers and their timers)
 REQUESTER_UNITS = ("apt-daily.service", "apt-daily-upgrade.service", "unattended-upgrades.service",
                    "snapd.service", "packagekit.service")
 #: units whose own output may carry NVML/CUDA errors and kubelet probe lines
-NVML_UNITS = ("kubelet.service", "containerd.service", "docker.service")
+NVML_UNITS = ("kubelet.service", "containerd.service", "docker.service", "crio.service", "k3s.service",
+              "k3s-agent.service")
 NVML_MARKERS = ("Failed to initialize NVML", "cuInit failed", "NVML_ERROR_", "CUDA_ERROR_")
 #: klog structured line written by kubelet's prober on a probe status change
 PROBE_RE = re.compile(r'"SyncLoop \(probe\)" probe="(readiness|liveness|startup)" status="([^"]*)"'
@@ -54,19 +64,26 @@ POD_RE = re.compile(r'\bpod="([^"/]+/[^"]+)"')
 #: MESSAGE_ID (sd-messages.h) -> action, for unit lines whose text does not say it
 _UNIT_IDS = {"7d4958e842da4a758f6c1cdc7b36dcc5": "starting", "39f53479d3a045ac8e11786248231fbf": "started",
              "de5b426a63be47a7b6ac3eaac82e2f6f": "stopping", "9d1aaa27d60140bd96365438aad20286": "stopped",
-             "be02cf6855d2428ba40df7e9d022f03d": "failed"}
+             "be02cf6855d2428ba40df7e9d022f03d": "failed",
+             "5eb03494b6584870a536b337290809b3": "restart-scheduled"}  # SD_MESSAGE_UNIT_RESTART_SCHEDULED
 _UNIT_PREFIXES = (("Starting ", "starting"), ("Started ", "started"), ("Stopping ", "stopping"),
                   ("Stopped ", "stopped"), ("Finished ", "finished"), ("Failed to start ", "failed"))
 _UNIT_SUFFIXES = ((": Deactivated successfully.", "deactivated"),  # v248+
                   (": Succeeded.", "deactivated"),                 # v247 and older
-                  (": Failed with result ", "failed"))
+                  (": Failed with result ", "failed"),
+                  # src/core/service.c service_enter_restart: v236+ "Scheduled restart job, restart counter is
+                  # at %u." (MESSAGE_ID 5eb03494...); before, "Service hold-off time over, scheduling restart."
+                  (": Scheduled restart job", "restart-scheduled"),
+                  (": Service hold-off time over, scheduling restart.", "restart-scheduled"),
+                  # service_sigchld_event: "Main process exited, code=%s, status=%i/%s" (killed, dumped, exited)
+                  (": Main process exited, code=", "exited"))
 
 
 #: transports on which journald's ``_PID`` is the sender's (socket peer credentials), not PID 1's own:
 #: ``logger -t systemd`` arrives on ``syslog`` with ``_PID=<logger>``; a service's output on ``stdout``
 FOREIGN_TRANSPORTS = ("syslog", "stdout")
 #: the ``_COMM`` of the daemons whose NVML/probe lines count when they are in no unit of :data:`NVML_UNITS`
-NVML_COMMS = ("kubelet", "containerd", "dockerd")
+NVML_COMMS = ("kubelet", "containerd", "dockerd", "crio", "k3s-server", "k3s-agent")
 
 
 def pid1_trusted(e: dict) -> bool:
@@ -82,6 +99,18 @@ def pid1_trusted(e: dict) -> bool:
             and text(e.get("SYSLOG_PID")) == "1" and not text(e.get("_PID")))
 
 
+#: SYSLOG_FACILITY of the kernel's own records: LOG_KERN (0), or none where journald did not write it
+KERNEL_FACILITY = ("", "0")
+
+
+def kernel_trusted(e: dict) -> bool:
+    """True when journald's fields say the kernel wrote entry ``e``: ``_TRANSPORT=kernel`` (journald
+    read it from /dev/kmsg, which only the kernel and root write) with the kernel's own facility
+    (:data:`KERNEL_FACILITY`; a line root wrote into /dev/kmsg has another, see
+    :mod:`collectors.journal.kernel`)."""
+    return text(e.get("_TRANSPORT")) == "kernel" and text(e.get("SYSLOG_FACILITY")) in KERNEL_FACILITY
+
+
 def log_trusted(e: dict) -> bool:
     """True when journald's trusted fields say kubelet, containerd, docker or an NVIDIA/DCGM unit wrote
     entry ``e``: its ``_SYSTEMD_UNIT`` (from the writer's cgroup) passes :func:`nvml_unit`, or its
@@ -94,8 +123,10 @@ def log_trusted(e: dict) -> bool:
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
     (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
-    :func:`sudo_trusted` false), ``"kubelet"`` (kept as an NVML/probe/symptom line, :func:`log_trusted`
-    false; the writer's SYSLOG_IDENTIFIER when it gave one), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
+    :func:`sudo_trusted` false), ``"kernel"`` (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
+    write, :func:`collectors.journal.kernel.kernel_trusted` false), ``"kubelet"`` (kept as an
+    NVML/probe/symptom/UpdateContainerResources line, :func:`log_trusted` false; the writer's
+    SYSLOG_IDENTIFIER when it gave one), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
     is read again here, so bundles collected before it are judged the same way."""
     if ("pid1" in rules or "unit" in rules or "forged" in rules) and (
             text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
@@ -103,7 +134,11 @@ def forged_claim(e: dict, rules: list) -> str | None:
     if ("requester" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "sudo" \
             and not sudo_trusted(e):
         return "sudo"
-    if ("nvml" in rules or "healthy" in rules or "symptom" in rules or "forged" in rules) and not log_trusted(e):
+    if ("kernel" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "kernel" \
+            and not kernel_trusted(e):
+        return "kernel"
+    if ("nvml" in rules or "healthy" in rules or "symptom" in rules or "update-resources" in rules
+            or "forged" in rules) and not log_trusted(e):
         return text(e.get("SYSLOG_IDENTIFIER")) or "kubelet"
     return None
 
@@ -113,7 +148,7 @@ def unit_matters(unit: str | None) -> bool:
     kubelet, NVIDIA and DCGM units)."""
     if not unit:
         return False
-    return unit in UNITS_THAT_MATTER or "dpkg" in unit or "nvidia" in unit or "dcgm" in unit
+    return unit in UNITS_THAT_MATTER or any(p in unit for p in UNIT_PARTS)
 
 
 def nvml_unit(unit: str) -> bool:
@@ -148,8 +183,8 @@ def manager_line(message: str) -> dict | None:
 
 
 def unit_action(message: str, message_id: str | None = None) -> str | None:
-    """``starting|started|stopping|stopped|finished|failed|deactivated`` for a PID 1 unit line, or
-    ``None`` for the other lines about a unit (CPU time consumed, restart scheduled, ...)."""
+    """``starting|started|stopping|stopped|finished|failed|deactivated|restart-scheduled|exited`` for a
+    PID 1 unit line, or ``None`` for the other lines about a unit (CPU time consumed, ...)."""
     for prefix, action in _UNIT_PREFIXES:
         if message.startswith(prefix):
             return action
@@ -186,7 +221,7 @@ def pod_of(message: str) -> str | None:
 def version_from_wording(caller_word: str | None, main_line: str | None) -> tuple[str, str] | None:
     """Infer the systemd version range from one reload's caller word and main.c line.
 
-    Returns ``(version, basis)``; ``None`` when there is neither. Table: cases.md "Version inference
+    Returns ``(version, basis)``; ``None`` when there is neither. Table: docs/sources.md "systemd: the manager reload message, by version" ("Version inference
     from the journal alone".
     """
     if caller_word in ("Reload", "Reexecution"):
@@ -244,13 +279,14 @@ def forged_event(at: datetime, e: dict, claim: str, evidence: dict) -> Event:
          "message": msg}
     who = f"{a['comm'] or '?'}[{a['pid']}] (uid {a['uid']}, transport {a['transport']})"
     return Event(at=at, source="journal", kind="journal.forged",
-                 summary=f"forged {claim} line written by {who}: {msg[:160]}", attrs=a, evidence=evidence,
+                 summary=f"forged {claim} line written by {who}: {excerpt(msg, 160)}", attrs=a, evidence=evidence,
                  original=iso_z(at), flags=("forged",))
 
 
 def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Event]:
-    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml``, ``symptom`` or
-    ``healthy``; a forged entry (:func:`forged_claim`) gives one ``journal.forged`` event instead of
+    """Events of one stored entry selected by ``unit``, ``requester``, ``nvml``, ``symptom``,
+    ``update-resources`` or ``healthy`` (the ``kernel`` rule's are :mod:`collectors.journal.kernel`'s);
+    a forged entry (:func:`forged_claim`) gives one ``journal.forged`` event instead of
     those of ``unit``, ``nvml``, ``symptom`` and ``healthy`` (and of ``requester`` for a forged sudo
     line). A line of a neighbouring failure gives ``journal.symptom``, never ``journal.nvml-error``,
     even when an older collector kept it as ``nvml``."""
@@ -267,13 +303,15 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
                               {"unit": name, "action": action, "message": msg}, evidence))
     if "requester" in rules:
         pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
-        out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {msg[:160]}",
+        out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {excerpt(msg, 160)}",
                           {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence))
     if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)) and sig[0] != "plugin-registered":
         out.append(symptom_event(at, msg, sig, ident, unit, evidence))
     elif "nvml" in rules:
-        out.append(event(at, "journal.nvml-error", f"NVML/CUDA error logged by {unit or ident}: {msg[:160]}",
+        out.append(event(at, "journal.nvml-error", f"NVML/CUDA error logged by {unit or ident}: {excerpt(msg, 160)}",
                           {"message": msg, "identifier": ident, "unit": unit, "pod": pod_of(msg)}, evidence))
+    if "update-resources" in rules and (ev := update_event(at, msg, unit or ident, evidence)):
+        out.append(ev)
     if "healthy" in rules and (p := probe_status(msg)):
         out.append(event(at, "journal.healthy", f"kubelet: {p[0]} probe {p[1]} for pod {p[2]}",
                           {"message": msg, "identifier": ident, "unit": unit, "pod": p[2]}, evidence))
@@ -355,17 +393,24 @@ def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
             why = ": " + "; ".join(refused) if refused else ""
             return Coverage("journal", None, None, f"no journal entries were collected{why}")
         start, end = from_usec(cov["first_usec"]), from_usec(cov["last_usec"])
-        reason = (f"journal holds entries from {iso_z(start)} to {iso_z(end)} only "
-                  "(older entries rotated away or never written)")
-        if isinstance(cov.get("since"), str) and cov["since"] and parse_iso(cov["since"]) > start:
-            start, reason = parse_iso(cov["since"]), reason + f"; collected from {cov['since']} on (--since)"
-        if cov.get("files_failed"):
-            reason += (f"; {cov['files_failed']} of {cov['files_found']} journal files could not be read, "
-                       "their entries are missing")
-        return Coverage("journal", start, end, reason)
+        start, reason = clipped(cov, start, f"journal holds entries from {iso_z(start)} to {iso_z(end)} only "
+                                "(older entries rotated away or never written)", "collected", "entries")
+        return Coverage("journal", start, end, reason, tuple(damage.holes(cov.get("damaged"), problems)))
     except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
         problems.append({"artifact": "journal/coverage.json", "message": f"unusable: {e!r}"})
         return Coverage("journal", None, None, "journal coverage unknown: journal/coverage.json is unusable")
+
+
+def clipped(cov: dict, start: datetime, reason: str, verb: str, what: str) -> tuple[datetime, str]:
+    """A span of coverage.json ``cov`` from ``start`` with ``reason``, as ``--since`` and unread files leave it:
+    ``start`` moved up to ``since`` when later ("; <verb> from <since> on (--since)"), and the reason naming the
+    journal files that could not be read ("their <what> are missing")."""
+    if isinstance(cov.get("since"), str) and cov["since"] and parse_iso(cov["since"]) > start:
+        start, reason = parse_iso(cov["since"]), reason + f"; {verb} from {cov['since']} on (--since)"
+    if cov.get("files_failed"):
+        reason += (f"; {cov['files_failed']} of {cov['files_found']} journal files could not be read, "
+                   f"their {what} are missing")
+    return start, reason
 
 
 # -- neighbouring GPU failures and trusted sudo lines (issue 14 item 7) ------------------------------
@@ -397,7 +442,7 @@ def symptom_event(at: datetime, msg: str, sig: tuple[str, dict], ident: str | No
     ``(signature, groups)`` of :func:`forensics.neighbours.match`): ``pod`` from a klog ``pod="ns/name"``
     key or the back-off line's ``pod=``, ``container`` and ``path`` as the line names them."""
     name, groups = sig
-    return event(at, "journal.symptom", f"{name} logged by {unit or ident}: {msg[:160]}",
+    return event(at, "journal.symptom", f"{name} logged by {unit or ident}: {excerpt(msg, 160)}",
                  {"signature": name, "message": msg, "identifier": ident, "unit": unit,
                   "pod": pod_of(msg) or groups.get("pod"), "container": groups.get("container"),
                   "path": groups.get("path")}, evidence)

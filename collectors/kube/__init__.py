@@ -40,6 +40,8 @@ from datetime import datetime, timedelta
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import Event, NodeFacts
+from forensics.excerpt import excerpt
+from forensics.neterror import network_error
 from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import iso_z, parse_iso
 
@@ -161,7 +163,7 @@ class _Session:
             status, reason, data = self.api.get(path, query or {}, TIMEOUT, MAX_ANSWER)
             rec["status"] = status
         except Exception as e:  # noqa: BLE001 - OSError, ssl, http.client, urllib3, ApiException: not reached
-            self._error(source, rec, f"{type(e).__name__}: {str(e)[:300]}")
+            self._error(source, rec, network_error(e, self.api.host, TIMEOUT[1]))
             return None
         finally:
             rec["seconds"] = round(time.monotonic() - started, 3)
@@ -264,10 +266,21 @@ def parse_node(obj: dict) -> dict:
             "kernel": info.get("kernelVersion"), "os_image": info.get("osImage")}
 
 
+def _terminated(t) -> dict | None:
+    """A ContainerStateTerminated (core/v1) as ``{"reason", "exit_code", "finished_at"}``; None when absent.
+    ``reason`` is the runtime's (``OOMKilled`` with exit code 137 when the kernel killed it for its memory
+    limit, ``Error``, ``Completed``)."""
+    if not isinstance(t, dict):
+        return None
+    return {"reason": t.get("reason"), "exit_code": t.get("exitCode"), "finished_at": t.get("finishedAt")}
+
+
 def parse_pods(obj: dict) -> list[dict]:
     """The pods of a PodList that request ``nvidia.com/*``: ``[{"namespace", "name", "uid", "phase",
     "gpus", "ready", "restarts", "owner", "containers": [{"name", "image", "gpus", "ready",
-    "restart_count", "state", "last_terminated": {"reason", "exit_code", "finished_at"} | None}]}]``."""
+    "restart_count", "state", "terminated": the current ``state.terminated`` (a container that ended and was
+    not restarted), "last_terminated": ``lastState.terminated`` (the run before a restart), each
+    {"reason", "exit_code", "finished_at"} | None}]}]``."""
     out = []
     for p in obj.get("items") or []:
         gpus = _pod_gpus(p)
@@ -278,12 +291,11 @@ def parse_pods(obj: dict) -> list[dict]:
         conts = []
         for c in (p.get("spec") or {}).get("containers") or []:
             s = statuses.get(c.get("name")) or {}
-            last = (s.get("lastState") or {}).get("terminated")
             conts.append({"name": c.get("name"), "image": c.get("image"), "gpus": _pod_gpus({"spec": {"containers": [c]}}),
                           "ready": s.get("ready"), "restart_count": s.get("restartCount", 0),
                           "state": next(iter(s.get("state") or {}), None),
-                          "last_terminated": {"reason": last.get("reason"), "exit_code": last.get("exitCode"),
-                                              "finished_at": last.get("finishedAt")} if last else None})
+                          "terminated": _terminated((s.get("state") or {}).get("terminated")),
+                          "last_terminated": _terminated((s.get("lastState") or {}).get("terminated"))})
         ready = next((c.get("status") == "True" for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
         owner = next((f"{o.get('kind')}/{o.get('name')}" for o in md.get("ownerReferences") or []), None)
         out.append({"namespace": md.get("namespace"), "name": md.get("name"), "uid": md.get("uid"),
@@ -379,8 +391,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """The stored answers as ``facts["kube"]`` (:func:`summary`) and events: ``kube.event`` per Event of
     the last hour (attrs ``type, reason, message, count, object_kind, namespace, name``),
     ``kube.node-condition`` at each condition's ``lastTransitionTime`` (attrs ``type, status, reason,
-    message``) and ``kube.container-terminated`` at a GPU pod container's last termination (attrs
-    ``namespace, pod, container, reason, exit_code, restart_count``)."""
+    message``) and ``kube.container-terminated`` at the ``finishedAt`` of each termination the API still
+    shows for a GPU pod's container: ``state.terminated`` (it ended and was not restarted) and
+    ``lastState.terminated`` (the run before its latest restart), one event when both are the same run
+    (attrs ``namespace, pod, container, reason`` (``OOMKilled``...), ``exit_code``, ``restart_count``)."""
     r = Reading()
     s = summary(bundle, r.problems)
     if not s:
@@ -390,7 +404,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         o = e["object"]
         r.events.append(Event(parse_iso(e["at"]), "kube", "kube.event",
                               f"{e['type']} {e['reason']} on {o['kind']} {o['namespace'] + '/' if o['namespace'] else ''}"
-                              f"{o['name']}: {(e['message'] or '')[:160]}",
+                              f"{o['name']}: {excerpt(e['message'] or '', 160)}",
                               {"type": e["type"], "reason": e["reason"], "message": e["message"], "count": e["count"],
                                "object_kind": o["kind"], "namespace": o["namespace"], "name": o["name"]},
                               {"artifact": e["artifact"]}))
@@ -402,9 +416,15 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                                   {"artifact": "kube/node.json"}))
     for p in s["gpu_pods"]:
         for c in p["containers"]:
-            t = c["last_terminated"]
-            if t and t.get("finished_at"):
-                r.events.append(Event(parse_iso(t["finished_at"]), "kube", "kube.container-terminated",
+            runs = [t for t in (c.get("terminated"), c["last_terminated"]) if t and t.get("finished_at")]
+            for t in [t for i, t in enumerate(runs) if t not in runs[:i]]:
+                try:
+                    at = parse_iso(t["finished_at"])
+                except (TypeError, ValueError):  # a finishedAt that is no time: no event, the fact keeps it
+                    r.problems.append({"artifact": "kube/pods.json", "message": f"finishedAt {t['finished_at']!r} of "
+                                       f"{p['namespace']}/{p['name']} {c['name']} is not a time"})
+                    continue
+                r.events.append(Event(at, "kube", "kube.container-terminated",
                                       f"container {c['name']} of {p['namespace']}/{p['name']} terminated: {t['reason']} "
                                       f"(exit {t['exit_code']}, {c['restart_count']} restarts)",
                                       {"namespace": p["namespace"], "pod": p["name"], "container": c["name"],

@@ -6,16 +6,17 @@ server clock (``time()``), ``/api/v1/status/runtimeinfo`` and ``/flags`` (retent
 own ``/metrics`` (``prometheus_tsdb_lowest_timestamp_seconds``: the oldest sample held), the node's
 DCGM series (``/api/v1/series``), their first and last sample per GPU, ``up`` of each exporter target
 right after its last DCGM sample, ``kube_node_status_capacity``/``allocatable{resource="nvidia_com_gpu"}``
-(coarse range queries, then raw samples around each change), ``/api/v1/rules``; with ``--dcgm-url``,
+(coarse range queries, then raw samples around each change), the node's ``DCGM_FI_DEV_XID_ERRORS`` history
+the same way (:mod:`collectors.metrics.xid`), ``/api/v1/rules``; with ``--dcgm-url``,
 one scrape of dcgm-exporter's ``/metrics``.
 
-Traps designed around (../shared/research/formats.md §3-4): ``timestamp(last_over_time(X[d]))`` and
-``timestamp(<any non-selector>)`` return the *evaluation* time, so last/first samples come from
-``max_over_time(timestamp(X{…})[d:1m])`` with a plain selector inside ``timestamp()``; range queries
-stop at 11,000 points, so coarse queries are chunked; ``/status/tsdb`` covers only the head block, so
-the oldest sample comes from the server's own metrics; dcgm-exporter spells the node label
-``Hostname``, ``hostname`` or (old deployments) puts the exporter *pod* name there, and Prometheus
-Operator renames clashing labels to ``exported_*``.
+Traps designed around (docs/sources.md "Prometheus", "DCGM exporter and kube-state-metrics"):
+``timestamp(last_over_time(X[d]))`` and ``timestamp(<any non-selector>)`` return the *evaluation* time, so
+last/first samples come from ``max_over_time(timestamp(X{…})[d:1m])`` with a plain selector inside
+``timestamp()``; range queries stop at 11,000 points, so coarse queries are chunked; ``/status/tsdb`` covers only
+the head block, so the oldest sample comes from the server's own metrics; dcgm-exporter spells the node label
+``Hostname``, ``hostname`` or (old deployments) puts the exporter *pod* name there, and Prometheus Operator
+renames clashing labels to ``exported_*``.
 """
 from __future__ import annotations
 
@@ -32,11 +33,12 @@ from forensics.events import Coverage, Event, NodeFacts
 from forensics.timeutil import iso_z, local_iso
 from forensics.redact import redact_url
 
-from .promclient import (PromClient, PrometheusError, Unreachable, answered, change_points, coarse_points,
-                         duration_seconds, evidence, fetch_text, last_samples, lowest_timestamp, promql_str,
-                         read_credential, selector_matches, stats_expr, stored_data, stored_result,
-                         suspicious_spans)
-from .urls import url_problem
+from .changes import change_points, coarse_points, suspicious_spans
+from .promclient import (PromClient, PrometheusError, Unreachable, answered, duration_seconds, evidence, fetch_text,
+                         last_samples, lowest_timestamp, promql_str, read_credential, selector_matches, stats_expr,
+                         stored_data, stored_result)
+from .urls import shown_source, url_problem
+from .xid import BASIS as XID_BASIS, METRIC as XID_METRIC, collect as xid_collect, gpu_labels as _gpu, read as xid_read
 
 NODE_LABELS = ("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node", "kubernetes_node",
                "nodename")
@@ -85,7 +87,7 @@ def acquire(ctx: CollectContext) -> None:
     ca, url, dcgm = ctx.value(CA), ctx.value(PROMETHEUS), ctx.value(DCGM_URL)
     bad_dcgm, bad_url = url_problem("--dcgm-url", dcgm), url_problem("--prometheus", url)
     if bad_dcgm:
-        ctx.writer.record(Artifact(None, redact_url(dcgm), Status.ERROR, "http-get", message=bad_dcgm))
+        ctx.writer.record(Artifact(None, shown_source("--dcgm-url", dcgm), Status.ERROR, "http-get", message=bad_dcgm))
     elif dcgm:
         try:
             fetch_text(dcgm, ctx.writer, "metrics/dcgm-exporter.metrics.txt", ca=ca)
@@ -96,7 +98,7 @@ def acquire(ctx: CollectContext) -> None:
     node = ctx.node.name or ""
     info = {"node": node, "resource": RESOURCE}
     # a URL that is not one is said in one line (not as the HTTP library's text), and no call is made
-    aborted, what = (bad_url, redact_url(url)) if bad_url else (None, None)
+    aborted, what = (bad_url, shown_source("--prometheus", url)) if bad_url else (None, None)
     if not aborted:
         try:
             cred = read_credential(ctx.value(TOKEN_ENV), ctx.value(TOKEN_FILE))
@@ -149,13 +151,16 @@ def _collect(client: PromClient, node: str, info: dict) -> None:
     w0 = int(max(lowest, now - MAX_WINDOW) // 60 * 60 - 60)
     step = max(STEP, -(-(now - w0) // COARSE_POINTS // 60) * 60)
     info.update(window_start=w0, coarse_step=step)
-    _dcgm(client, node, w0, now, step)
+    used, has_xid = _dcgm(client, node, w0, now, step)
+    xid_collect(client, _q, used, has_xid, w0, now, step, info)
     for kind, metric in CAPACITY.items():
         _capacity(client, kind, f'{metric}{{resource="{RESOURCE}",node={promql_str(node)}}}', w0, now, step)
     _q(client, "/api/v1/rules", None, "alert rules (audit)", "rules")
 
 
-def _dcgm(client: PromClient, node: str, w0: int, now: int, step: int) -> None:
+def _dcgm(client: PromClient, node: str, w0: int, now: int, step: int) -> tuple[list[str], bool]:
+    """Query the node's DCGM series; returns the label matchers that found them and whether
+    ``DCGM_FI_DEV_XID_ERRORS`` is among them."""
     pods = _q(client, "/api/v1/series", {"match[]": [f'kube_pod_info{{node={promql_str(node)},pod=~".*dcgm.*"}}'],
                                          "start": w0, "end": now}, "dcgm-exporter pods on the node", "dcgm-pods") or []
     matchers = [f"{lab}={promql_str(node)}" for lab in NODE_LABELS]
@@ -199,6 +204,7 @@ def _dcgm(client: PromClient, node: str, w0: int, now: int, step: int) -> None:
         _q(client, "/api/v1/query", {"query": f"up{{job={promql_str(job)},instance={promql_str(inst)}}}[{int(te - last) + 60}s]",
                                      "time": te}, f"up of {job} {inst} after its last DCGM sample", "up-after",
            {"job": job, "instance": inst, "last_seen": last})
+    return used, any(s.get("__name__") == XID_METRIC for s in series)
 
 
 def _capacity(client: PromClient, kind: str, sel: str, w0: int, now: int, step: int) -> None:
@@ -228,15 +234,19 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     """Read ``metrics/`` back into events, the Prometheus coverage, and facts (never the live server).
 
     Events: ``metrics.dcgm-last-seen`` (one per GPU whose DCGM metrics stopped before collection; attrs
-    ``gpu``, ``uuid``, ``hostname``, ``metric``, ``job``, ``instance``) and ``metrics.capacity-change``
-    (attrs ``resource``, ``series`` = capacity|allocatable, ``old``, ``new``, ``last_old_at``).
+    ``gpu``, ``uuid``, ``hostname``, ``metric``, ``job``, ``instance``), ``metrics.capacity-change``
+    (attrs ``resource``, ``series`` = capacity|allocatable, ``old``, ``new``, ``last_old_at``) and
+    ``metrics.xid`` (each change of a GPU's ``DCGM_FI_DEV_XID_ERRORS`` to a new non-zero value, at the first
+    sample with it: :func:`collectors.metrics.xid.read`).
     Coverage: ``prometheus`` from the oldest sample held to the query time. Facts: ``metrics`` =
     ``{"source", "errors", "dcgm_exporter_now", "retention", "dcgm_last_seen", "capacity_history"
     ({kind: {"first_sample", "last_sample"}}), "capacity_changes", "resource", "dcgm_targets",
     "alert_rules"}`` (the last five only when Prometheus answered). ``dcgm_targets``: per exporter
     target whose DCGM series stopped, ``{"job", "instance", "last_seen": ISO, "up_after": [[ISO, value]]
     (its ``up`` samples after that), "gpus": [{"uuid", "gpu", "hostname"}], "evidence"}``;
-    ``alert_rules``: ``{"answered": bool, "data": the /api/v1/rules answer's data or None}``. These
+    ``alert_rules``: ``{"answered": bool, "data": the /api/v1/rules answer's data or None}``;
+    ``xid_history``: per GPU series ``{"gpu", "uuid", "hostname", "job", "instance", "values": [{"at", "xid",
+    "resolution", "first_held"}]}`` or None when not asked (``xid_history_basis`` says what it is or why). These
     are facts only: the findings floor opens incidents from them and audits the rules. Returns an
     empty Reading when the bundle has no ``metrics/index.json``.
     """
@@ -277,6 +287,11 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                           "up_after": [[_iso(at), v] for at, v in t["after"]],
                           "gpus": [{"uuid": u, "gpu": g, "hostname": h} for u, g, h in t["gpus"]],
                           "evidence": t["evidence"]} for (job, inst), t in sorted(targets.items())]
+    m["xid_history"], xid_events = xid_read(root, entries, idx)
+    m["xid_history_basis"] = XID_BASIS if m["xid_history"] is not None else (
+        "not asked: the node's DCGM series hold no DCGM_FI_DEV_XID_ERRORS" if "xid" in idx else
+        "not asked: a bundle from before the Xid query")
+    r.events.extend(xid_events)
     oldest = ret["oldest_sample"]
     r.coverage.append(Coverage("prometheus", _dt(oldest), _dt(now),
                                f"Prometheus retention {ret['storage_retention'] or 'unknown'}: holds data from "
@@ -340,14 +355,6 @@ def _retention(root, entries, idx) -> dict:
                     prev = out["oldest_by_series"].get(name)
                     out["oldest_by_series"][name] = min(prev, _iso(t)) if prev else _iso(t)
     return out
-
-
-def _gpu(lab: dict) -> tuple:
-    """``(uuid, gpu, hostname)`` from a DCGM series' labels, whichever spelling it uses."""
-    def get(*names):
-        return next((lab[n] for n in names if lab.get(n)), None)
-    return (get("UUID", "uuid", "exported_UUID"), get("gpu", "exported_gpu"),
-            get("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node"))
 
 
 def _dcgm_read(root, entries, now) -> tuple[list[dict], dict]:

@@ -12,9 +12,8 @@
   them from a real one.
 
 It also holds what both collecting and reading need from stored answers: reading them back
-(:func:`stored_result`), retention and durations, the change-point walk over coarse range queries and
-raw samples (:func:`coarse_points`, :func:`suspicious_spans`, :func:`change_points`), and the PromQL
-text the collector writes (:func:`stats_expr`).
+(:func:`stored_result`), retention and durations, and the PromQL text the collector writes
+(:func:`stats_expr`); the change-point walk is :mod:`collectors.metrics.changes`.
 
 API reference: prometheus/prometheus docs/querying/api.md (response envelope ``{"status": "success"|
 "error", "data": …, "errorType", "error"}``).
@@ -32,6 +31,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 import requests
 
 from forensics.artifact import Artifact, Status
+from forensics.neterror import network_error
 from forensics.redact import redact_message, redact_url, scrub, url_secrets
 
 METHOD = "prometheus-api"
@@ -141,13 +141,7 @@ class PromClient:
         def run():
             try:
                 with self.session.get(url, params=params, timeout=(min(5.0, limit), limit), stream=True) as r:
-                    body, truncated = bytearray(), False
-                    for chunk in r.iter_content(65536):
-                        body += chunk
-                        if len(body) > MAX_BYTES:
-                            body, truncated = body[:MAX_BYTES], True
-                            break
-                    result["ok"] = (r.status_code, bytes(body), truncated)
+                    result["ok"] = (r.status_code, *read_capped(r, time.monotonic() + limit))
             except requests.RequestException as e:
                 result["err"] = e
 
@@ -157,7 +151,7 @@ class PromClient:
         if "ok" in result:
             return result["ok"]
         if "err" in result:
-            raise Unreachable(scrub(f"{type(result['err']).__name__}: {result['err']}", self.secrets))
+            raise Unreachable(scrub(network_error(result["err"], url, limit), self.secrets))
         if limit < self.timeout:
             raise BudgetSpent(f"no complete answer within the {limit:.1f} s left of the time budget")
         raise Unreachable(f"no complete answer within {limit:.1f} s")
@@ -269,6 +263,20 @@ class PromClient:
                 "calls": self.entries}
 
 
+def read_capped(r, deadline: float) -> tuple[bytes, bool]:
+    """``(body, truncated)`` of the streamed answer ``r``: at most :data:`MAX_BYTES`, whatever the
+    server announced; raises ``TimeoutError`` once ``deadline`` (``time.monotonic()``) passes with the
+    answer still coming (a server that trickles a byte at a time never ends a read timeout)."""
+    body = bytearray()
+    while chunk := r.raw.read1(65536, decode_content=True):  # what has come, not 64 KiB of a trickle
+        body += chunk
+        if len(body) > MAX_BYTES:
+            return bytes(body[:MAX_BYTES]), True
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"answer not complete after {len(body)} bytes")
+    return bytes(body), False
+
+
 def fetch_text(url: str, writer, rel: str, *, ca: str | None = None, timeout: float = 10.0) -> str:
     """GET ``url`` once (dcgm-exporter ``/metrics``, Prometheus text exposition format) and store the
     body at ``rel``; ``file://PATH`` reads a recorded copy. Returns the text. Raises
@@ -280,12 +288,13 @@ def fetch_text(url: str, writer, rel: str, *, ca: str | None = None, timeout: fl
             body, status = Path(url[7:]).read_bytes(), 200
         else:
             p = urlsplit(url)
-            r = requests.get(urlunsplit(p._replace(netloc=p.netloc.rpartition("@")[2])), verify=ca or True,
-                             auth=(p.username, p.password or "") if p.username else None,
-                             timeout=(min(5.0, timeout), timeout))
-            body, status = r.content[:MAX_BYTES], r.status_code
+            with requests.get(urlunsplit(p._replace(netloc=p.netloc.rpartition("@")[2])), verify=ca or True,
+                              auth=(p.username, p.password or "") if p.username else None,
+                              timeout=(min(5.0, timeout), timeout), stream=True) as r:
+                (body, _), status = read_capped(r, time.monotonic() + timeout), r.status_code
     except (requests.RequestException, OSError) as e:
-        said = scrub(f"{type(e).__name__}: {e}", url_secrets(url))
+        said = scrub(network_error(e, url, timeout) if isinstance(e, (requests.RequestException, TimeoutError))
+                     else f"{type(e).__name__}: {e}", url_secrets(url))
         writer.record(Artifact(None, src, Status.ERROR, "http-get", message=said))
         raise PrometheusError(said) from None
     with writer.create(rel, src, "http-get", [f"HTTP {status}"], text=False) as f:
@@ -331,67 +340,6 @@ def duration_seconds(text: str | None) -> float | None:
     if not m:
         return None
     return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", m.group(1))) or None
-
-
-def coarse_points(answers: dict) -> list[tuple[int, float, float]]:
-    """``[(t, min, max)]`` per coarse step where the series held samples in ``(t - step, t]``, from
-    the matrix results (``answers["min"]``, ``answers["max"]``) of ``min/max_over_time(X[step])``
-    range queries; several series are merged."""
-    lo: dict[int, float] = {}
-    hi: dict[int, float] = {}
-    for agg, acc, pick in (("min", lo, min), ("max", hi, max)):
-        for r in answers.get(agg, []):
-            for t, v in r.get("values", []):
-                acc[int(t)] = pick(acc.get(int(t), float(v)), float(v))
-    return [(t, lo.get(t, hi.get(t)), hi.get(t, lo.get(t))) for t in sorted(set(lo) | set(hi))]
-
-
-def suspicious_spans(points, step: int, now: float) -> list[tuple[int, int]]:
-    """Spans ``(a, b]`` (unix s) whose raw samples must be read: the first coarse step (first sample
-    held), every pair of steps whose values are not one constant, and the last step when the series
-    ended before ``now``. Overlapping spans are merged."""
-    spans = []
-    if points:
-        spans.append((points[0][0] - step, points[0][0]))
-        if points[-1][0] < now - step:
-            spans.append((points[-1][0] - step, points[-1][0]))
-    for (t0, mn0, mx0), (t1, mn1, mx1) in zip(points, points[1:]):
-        if not (mn0 == mx0 == mn1 == mx1):
-            spans.append((t0 - step, t1))
-    merged: list[list[int]] = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    return [(a, b) for a, b in merged]
-
-
-def change_points(points, spans, step: int, raw) -> tuple[list[dict], dict | None, tuple | None]:
-    """Walk the spans in time order and return ``(changes, first, last)``.
-
-    ``raw(a, b)`` gives ``(sorted [(t, v)] samples, evidence)`` for a span, or None when its raw answer
-    is missing; then the coarse points inside the span stand in, with their minimum (resolution
-    ``coarse``: the change happened in ``(last_old_at, at]``, one or two coarse steps; a flap inside
-    one step shows as a change one step later). A change is ``{"at", "last_old_at", "old", "new",
-    "resolution", "evidence"}`` (unix s); ``first`` is the first sample ``{"at", "value", …}``;
-    ``last`` is the last ``(t, v)`` seen.
-    """
-    first = prev = None
-    changes = []
-    for a, b in spans:
-        got = raw(a, b)
-        if got is not None:
-            samples, ev, res = got[0], got[1], "sample"
-        else:
-            samples, ev, res = [(t, mn) for t, mn, mx in points if a < t <= b], {}, "coarse"
-        for t, v in samples:
-            if prev is not None and v != prev[1]:
-                changes.append({"at": t, "last_old_at": prev[0], "old": prev[1], "new": v, "resolution": res,
-                                "evidence": ev})
-            first = first or {"at": t, "value": v, "resolution": res, "evidence": ev}
-            prev = (t, v)
-    return changes, first, prev
 
 
 # -- PromQL text and index entries ------------------------------------------------------------

@@ -13,7 +13,8 @@ URL_EXAMPLES = {"--prometheus": "http://prometheus:9090", "--dcgm-url": "http://
 
 def url_problem(flag: str, url: str | None) -> str | None:
     """``None`` when ``url`` is ``http(s)://HOST...`` or ``file://PATH`` (a recorded copy), else one line
-    naming the form ``flag`` wants (the value shown through :func:`redact_url`). A malformed URL does not
+    naming the form ``flag`` wants (the value shown through :func:`redact_url`); a value without a
+    scheme that is a URL once ``http://`` is put before it (``localhost:9090``) is told that one. A malformed URL does not
     stop the collection: :func:`acquire` records it as this option's ``error`` artifact, and the other
     sources are still collected."""
     if not url:
@@ -25,6 +26,17 @@ def url_problem(flag: str, url: str | None) -> str | None:
             return None
     except ValueError:
         pass
+    if "://" not in url and not url.startswith("/") and not any(c.isspace() for c in url):  # localhost:9090, prometheus.monitoring:9090/prom
+        fixed = redact_url("http://" + url, keep_names=True)
+        if fixed != "<redacted>" and url_problem(flag, "http://" + url) is None:
+            return f"{flag} wants a URL with its scheme: did you mean {flag} {fixed} (https:// for TLS)?"
     shown = redact_url(url, keep_names=True)
     return (f"{flag} wants a URL like {URL_EXAMPLES[flag]} (or file://DIR of recorded answers)"
             + ("" if shown == "<redacted>" else f"; got {shown}"))
+
+
+def shown_source(flag: str, url: str) -> str:
+    """The artifact source of a URL option's value: the value with its credentials redacted, or the
+    option's name when the value is too malformed to show even that (never a bare ``<redacted>``)."""
+    shown = redact_url(url)
+    return flag if shown == "<redacted>" else shown

@@ -1,7 +1,7 @@
 """dpkg and apt: copy the package logs into the bundle, and read the copies back into events.
 
 Package upgrades matter here because maintainer scripts run ``systemctl daemon-reload``
-(formats.md 2.4): every package whose postinst or postrm carries a dh_installsystemd snippet
+(docs/sources.md "Package logs"): every package whose postinst or postrm carries a dh_installsystemd snippet
 reloads PID 1 when it is configured or removed.
 
 Bundle layout written by :func:`acquire`::
@@ -200,7 +200,7 @@ def _gunzip(data: bytes) -> tuple[bytes | None, str | None, bool]:
 
 
 def _scan_units(ctx: CollectContext) -> None:
-    """Which packages' postinst/postrm run systemd snippets (formats.md 2.4; debhelper
+    """Which packages' postinst/postrm run systemd snippets (docs/sources.md "Package logs"; debhelper
     autoscripts postinst-systemd-*, postrm-systemd-reload-only)."""
     try:
         names = hostfs.listdir(ctx.root, INFO_DIR)
@@ -296,6 +296,9 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
             spans.append(one)
         cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
         cov.reason += pr.note(rotated) + pr.heads(spans)
+        empty = [PurePosixPath(a.path).name for a in files if pp.current(a.path) and a.size == 0]
+        if empty and cov.start:  # rotated just now: the older files cover, the current one holds nothing since
+            cov.reason += f"; {empty[0]} itself is empty (nothing written since its last rotation)"
         cov.holes = tuple(pr.holes(spans, log.base, cov.end))
         cov.uncertain = zone_note if cov.start else None
         if cov.uncertain:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forensics.events import Event
+from forensics.excerpt import cut, excerpt
 from forensics.timeutil import iso_z, localize
 
 import collectors.packages.parse as pp
@@ -143,12 +144,12 @@ def _transaction(s: _Stanza, rel, tz, units, ended: bool = False):
     attrs = {"command": s.tags.get("Commandline"), "requested_by": s.tags.get("Requested-By"),
              "packages": s.packages, "end": iso_z(end), "error": s.tags.get("Error"), "ships_units": ships}
     cmd = attrs["command"]
-    summary = f"apt transaction: {cmd[:120] + ('…' if len(cmd) > 120 else '') if cmd else 'no Commandline'}" \
+    summary = f"apt transaction: {cut(cmd, 120) if cmd else 'no Commandline'}" \
               f" ({len(s.packages)} package{'' if len(s.packages) == 1 else 's'})"
     if "Comment" in s.tags:
-        summary += f"; comment: {s.tags['Comment'][:80]}"
+        summary += f"; comment: {cut(s.tags['Comment'], 80)}"
     if attrs["error"]:
-        summary += f"; Error: {attrs['error'][:120]}"
+        summary += f"; Error: {excerpt(attrs['error'], 120)}"
     if not ended:
         summary += "; no End-Date (interrupted, or still running at collection)"
     return Event(at, "apt", "package.transaction", summary, attrs, {"artifact": rel, "line": s.line},

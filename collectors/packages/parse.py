@@ -6,7 +6,7 @@ record or ``None`` for a line without a valid timestamp, and never raise for any
 come back naive (local wall clock, as written); :mod:`collectors.packages` localizes them with the
 node's zone.
 
-Formats (see ../shared/research/formats.md section 2):
+Formats (see docs/sources.md "Package logs"):
 - dpkg.log: ``YYYY-MM-DD HH:MM:SS <message>`` [dpkg lib/dpkg/log.c log_message(); man dpkg ``--log``].
 - history.log: ``Tag: value`` stanzas, dates as ``%F  %T`` (two spaces)
   [apt apt-pkg/deb/dpkgpm.cc WriteHistoryTag()].
@@ -247,10 +247,17 @@ class LineProblems:
             self.problems.append({"artifact": self.rel, "message": f"{self.more} more line problems not listed"})
 
 
+def current(rel: str) -> bool:
+    """True for a log's current file (``dpkg.log``, ``history.log``), not a rotation (``.1``, ``.2.gz``)."""
+    return not re.search(r"\.(\d+|gz)$", rel)
+
+
 def read_lines(path, rel: str, problems: list) -> Iterator[tuple[int, str]]:
     """``(1-based line number, text without newline)`` of a stored file, gzip-decompressed as a
     stream when the bytes are gzip. Problems (not gzip, empty, non-UTF-8, over-long lines, read
-    errors) are appended to ``problems``; lines read before an error are still yielded."""
+    errors) are appended to ``problems``; lines read before an error are still yielded. An empty
+    current log (``dpkg.log``: no rotation number, not compressed) is no problem: logrotate leaves it so,
+    and nothing was written since (its coverage says so, :func:`collectors.packages.read`)."""
     n, bad_utf8, broken = 0, [], False
     try:
         with open(path, "rb") as raw:
@@ -282,7 +289,7 @@ def read_lines(path, rel: str, problems: list) -> Iterator[tuple[int, str]]:
         broken = True
         problems.append({"artifact": rel, "line": n + 1,
                          "message": f"read stopped at line {n + 1}: {type(e).__name__}: {e}"})
-    if n == 0 and not broken:
+    if n == 0 and not broken and not current(rel):
         problems.append({"artifact": rel, "message": "empty file: no lines"})
     if bad_utf8:
         problems.append({"artifact": rel, "line": bad_utf8[0], "message":

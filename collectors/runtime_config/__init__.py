@@ -3,10 +3,7 @@ and nodes, and the runc / systemd / toolkit versions that decide whether a daemo
 
 Bundle layout written by :func:`acquire` (each host file is stored under ``runtime/`` + its host path)::
 
-    runtime/etc/containerd/config.toml          and every file its ``imports`` name, recursively; unless
-                                                --no-redact, credential values (registry ``password``,
-                                                ``auth``, ``identitytoken``, ``Authorization`` headers...)
-                                                and URL credentials are replaced (:func:`redact_toml`)
+    runtime/etc/containerd/config.toml          and every file its ``imports`` name, recursively
     runtime/etc/nvidia-container-runtime/config.toml
     runtime/etc/cdi/*.{json,yaml,yml}           runtime/var/run/cdi/*.{json,yaml,yml}
     runtime/etc/containers/oci/hooks.d/*.json   runtime/usr/share/containers/oci/hooks.d/*.json
@@ -17,7 +14,12 @@ Bundle layout written by :func:`acquire` (each host file is stored under ``runti
 
 Formats: containerd docs/cri/config.md (config versions 1, 2, 3) and cmd/containerd/server/config
 (``imports``); NVIDIA/nvidia-container-toolkit api/config/v1 (``config.toml``); CDI SPEC.md 0.3-1.1;
-proc(5) ``/proc/devices``. ../shared/research/formats.md sections 5 and 6 summarise them.
+proc(5) ``/proc/devices``. docs/sources.md "OCI runtime spec and the NVIDIA modes", "Container engine
+layouts", "CDI" and "cgroup device state" summarise them.
+
+Every configuration file is stored through :func:`forensics.redact_config.store_config` (the redaction
+policy's ``config`` rule, unless ``--no-redact``: registry ``password``/``auth``/``identitytoken``, header
+values, hook args, env entries, URL credentials), its manifest record saying how many values it replaced.
 
 This module holds the entry points, :func:`acquire` and :func:`read`, with what they copy and load;
 the formats are parsed in :mod:`collectors.runtime_config.parse` and the /dev nodes are listed by
@@ -37,7 +39,7 @@ from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
-from forensics.redact import redact_containerd_toml
+from forensics.redact_config import format_of, store_config
 from forensics.source import CollectContext, Reading
 from .devices import device_nodes
 from . import engines
@@ -72,8 +74,8 @@ def acquire(ctx: CollectContext) -> None:
     facts: dict = {"containerd_files": _acquire_containerd(ctx)}
     toolkit = []
     for path in TOOLKIT_CONFIGS:
-        if path == TOOLKIT_CONFIGS[0] or hostfs.exists(ctx.root, path):
-            a = w.copy(ctx.root, path, "runtime" + path, limit=FILE_LIMIT)
+        if path == TOOLKIT_CONFIGS[0] or hostfs.present(ctx.root, path):
+            a = store_config(ctx, path, "runtime" + path, "toml", FILE_LIMIT)
             toolkit.append({"source": path, "path": a.path})
     facts["toolkit_configs"] = toolkit
     docs = [d for d in (_toml_or_none(w.dir, f["path"]) for f in facts["containerd_files"]) if d is not None]
@@ -85,7 +87,7 @@ def acquire(ctx: CollectContext) -> None:
     facts["stack"] = engines.acquire(ctx)  # Docker, CRI-O, k3s/RKE2, Bottlerocket, GPU Operator, HAMi signs
     hooks_dirs = [*HOOKS_DIRS, engines.OPERATOR_HOOKS, *facts["stack"]["crio_hooks_dirs"]]
     facts["hooks_dirs"] = _acquire_dirs(ctx, list(dict.fromkeys(hooks_dirs))[:8], (".json",))
-    w.copy(ctx.root, "/proc/devices", "runtime/proc/devices", limit=1 << 20)
+    ctx.copy("/proc/devices", "runtime/proc/devices", limit=1 << 20)
     facts["driver_root"] = {"path": DRIVER_ROOT, "exists": hostfs.exists(ctx.root, DRIVER_ROOT)}
     dev_char = ctx.listdir("/dev/char")
     facts["dev_char"] = None if dev_char is None else dev_char[:16384]
@@ -101,7 +103,7 @@ def acquire(ctx: CollectContext) -> None:
 def _acquire_containerd(ctx) -> list[dict]:
     """Copy the main config and its imports, breadth first as containerd loads them (a file already
     loaded is skipped, which breaks import loops)."""
-    main = next((p for p in CONTAINERD_CONFIGS if hostfs.exists(ctx.root, p)), CONTAINERD_CONFIGS[0])
+    main = next((p for p in CONTAINERD_CONFIGS if hostfs.present(ctx.root, p)), CONTAINERD_CONFIGS[0])
     pending, loaded, files = [(main, None)], set(), []
     while pending and len(files) < MAX_FILES:
         path, parent = pending.pop(0)
@@ -109,31 +111,12 @@ def _acquire_containerd(ctx) -> list[dict]:
         if path in loaded:
             continue
         loaded.add(path)
-        a = _copy_redacted(ctx, path, "runtime" + path) if ctx.redact else \
-            ctx.writer.copy(ctx.root, path, "runtime" + path, limit=FILE_LIMIT)
+        a = store_config(ctx, path, "runtime" + path, "toml", FILE_LIMIT)
         files.append({"source": path, "path": a.path, "imported_by": parent})
         doc = _toml_or_none(ctx.writer.dir, a.path)
         for imp in _str_list((doc or {}).get("imports")):
             pending.extend((p, path) for p in _resolve_import(ctx.root, path, imp))
     return files
-
-
-def _copy_redacted(ctx, path: str, rel: str) -> Artifact:
-    """Store a containerd TOML file through :func:`redact_containerd_toml` (registry credentials live in it); the
-    manifest record says so. An unreadable file is recorded as :meth:`BundleWriter.copy` would."""
-    try:
-        with hostfs.open_regular(ctx.root, path) as f:
-            data = f.read(FILE_LIMIT + 1)
-    except OSError as e:
-        return ctx.writer.record(from_oserror(path, "copy-redacted", e))
-    notes = []
-    if len(data) > FILE_LIMIT:
-        data = data[:FILE_LIMIT]
-        notes.append(f"truncated: only the first {FILE_LIMIT} bytes were read")
-    text, how = redact_containerd_toml(data.decode("utf-8", "surrogateescape"))
-    with ctx.writer.create(rel, path, "copy-redacted", notes=how + notes, text=False) as fh:
-        fh.write(text.encode("utf-8", "surrogateescape"))
-    return ctx.writer.artifacts[-1]
 
 
 def _resolve_import(root, parent: str, imp: str) -> list[str]:
@@ -175,7 +158,7 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
             continue
         specs = [n for n in names if n.endswith(suffixes)][:MAX_FILES]
         for n in specs:
-            ctx.writer.copy(ctx.root, f"{d.rstrip('/')}/{n}", f"runtime{d.rstrip('/')}/{n}", limit=FILE_LIMIT)
+            store_config(ctx, f"{d.rstrip('/')}/{n}", f"runtime{d.rstrip('/')}/{n}", format_of(n), FILE_LIMIT)
         out.append({"dir": d, "exists": True, "files": specs})
     return out
 
@@ -204,8 +187,11 @@ def _command(ctx, argv: list[str], pattern: str) -> dict | None:
     if not ctx.live:
         return None
     cmd = shlex.join(argv)
+    if ctx.budget_spent(cmd, "command"):
+        return None
     try:
-        out = subprocess.run(argv, capture_output=True, timeout=10, check=False).stdout.decode("utf-8", "replace")
+        out = subprocess.run(argv, capture_output=True, timeout=ctx.left(10), check=False,
+                             stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
     except OSError as e:
         ctx.writer.record(from_oserror(cmd, "command", e))
         return None

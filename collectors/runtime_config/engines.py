@@ -10,9 +10,10 @@ Bundle layout written by :func:`acquire` (host path under ``runtime/``)::
     runtime/etc/shimpei/nvidia-oci-hooks.json   runtime/run/nvidia/validations/driver-ready
 
 and the ``stack`` entry of ``runtime/facts.json`` (presence of the rest). Where each file is and what
-it says: ../shared/research/stacks.md sections 2 (GPU Operator), 4 (HAMi), 5 (Bottlerocket), 6
+it says: docs/sources.md "GPU stacks" items 2 (GPU Operator), 4 (HAMi), 5 (Bottlerocket), 6
 (Docker), 7 (CRI-O) and 8 (k3s / RKE2). Nothing here runs a command; files are read bounded
-(``FILE_LIMIT``) through :mod:`forensics.hostfs`.
+(``FILE_LIMIT``) through :mod:`forensics.hostfs`, and stored through the redaction policy's ``config`` rule
+(:func:`forensics.redact_config.store_config`, in the format of :data:`FORMATS`).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import tomllib
 import yaml
 
 from forensics import hostfs
+from forensics.redact_config import store_config
 
 import collectors.runtime_config.parse as rp
 
@@ -34,6 +36,10 @@ TEMPLATES = ("config.toml.tmpl", "config-v3.toml.tmpl")
 #: copied when present (stacks.md 2 and 5)
 COPIED = ("/etc/os-release", "/etc/nvidia-k8s-device-plugin/settings.yaml", "/etc/shimpei/nvidia-oci-hooks.json",
           "/run/nvidia/validations/driver-ready")
+#: the format each stored file is redacted in (:mod:`forensics.redact_config`)
+FORMATS = {DOCKER: "json", "/etc/os-release": "env", "/etc/nvidia-k8s-device-plugin/settings.yaml": "yaml",
+           "/etc/shimpei/nvidia-oci-hooks.json": "json", "/run/nvidia/validations/driver-ready": "env"}
+PLUGIN_SETTINGS = COPIED[1]  #: the device plugin's config file (Bottlerocket renders it)
 #: presence only (stacks.md 2, 4, 5)
 PRESENT = ("/run/nvidia/validations/toolkit-ready", "/usr/local/nvidia/toolkit",
            "/etc/systemd/system/nvidia-k8s-device-plugin.service.d/exec-start.conf", "/usr/local/vgpu/libvgpu.so")
@@ -47,26 +53,29 @@ def acquire(ctx) -> dict:
     ``{"docker": artifact path|None, "crio": [artifact path], "rancher": [{"distro", "config": bool,
     "templates": [{"path", "directives": bool|None}]}], "copied": {host path: artifact path},
     "present": {host path: bool}, "crio_hooks_dirs": [str]}``. A file that is not there is not recorded
-    (its absence is the fact); one that exists but cannot be read is a manifest record."""
-    w, out = ctx.writer, {"copied": {}, "present": {}}
-    out["docker"] = w.copy(ctx.root, DOCKER, "runtime" + DOCKER, limit=FILE_LIMIT).path \
-        if hostfs.exists(ctx.root, DOCKER) else None
-    crio = [CRIO_CONF] if hostfs.exists(ctx.root, CRIO_CONF) else []
+    (its absence is the fact); one that exists but cannot be read is a manifest record, and so is a symlink
+    whose target is not under the root (absent, saying so) and each file the time budget left unread."""
+    out: dict = {"copied": {}, "present": {}}
+
+    def copy(path: str, limit: int = FILE_LIMIT) -> str | None:  # the bundle path; None: not stored
+        return store_config(ctx, path, "runtime" + path, FORMATS.get(path, "toml"), limit).path
+    out["docker"] = copy(DOCKER) if hostfs.present(ctx.root, DOCKER) else None
+    crio = [CRIO_CONF] if hostfs.present(ctx.root, CRIO_CONF) else []
     names = ctx.listdir(CRIO_DIR, record_absent=False)
     crio += [f"{CRIO_DIR}/{n}" for n in sorted(names or []) if n.endswith((".conf", ".toml"))][:32]
-    out["crio"] = [p for p in (w.copy(ctx.root, f, "runtime" + f, limit=FILE_LIMIT).path for f in crio) if p]
-    docs = [d for d in (_toml(w.dir / p) for p in out["crio"]) if d is not None]
+    out["crio"] = [p for p in (copy(f) for f in crio) if p]
+    docs = [d for d in (_toml(ctx.writer.dir / p) for p in out["crio"]) if d is not None]
     out["crio_hooks_dirs"] = crio_settings(docs)["hooks_dir"] if docs else []
     out["rancher"] = []
     for distro, d in RANCHER.items():
-        tmpls = [{"path": f"{d}/{t}", "directives": _directives(ctx.root, f"{d}/{t}")}
-                 for t in TEMPLATES if hostfs.exists(ctx.root, f"{d}/{t}")]
+        tmpls = [{"path": f"{d}/{t}", "directives": None if ctx.budget_spent(f"{d}/{t}", "read")
+                  else _directives(ctx.root, f"{d}/{t}")} for t in TEMPLATES if hostfs.exists(ctx.root, f"{d}/{t}")]
         config = hostfs.exists(ctx.root, f"{d}/config.toml")
         if config or tmpls:
             out["rancher"].append({"distro": distro, "config": config, "templates": tmpls})
     for p in COPIED:
-        if hostfs.exists(ctx.root, p):
-            out["copied"][p] = w.copy(ctx.root, p, "runtime" + p, limit=1 << 20).path
+        if hostfs.present(ctx.root, p):
+            out["copied"][p] = copy(p, 1 << 20)
     out["present"] = {p: hostfs.exists(ctx.root, p) for p in PRESENT}
     return out
 
@@ -124,17 +133,23 @@ def crio_settings(docs: list[dict]) -> dict:
             "runtimes": {str(k): rp._text(rp._tab(v).get("runtime_path")) for k, v in rp._tab(rt.get("runtimes")).items()}}
 
 
-def plugin_config(text: str | None) -> dict | None:
+def plugin_config(text: str | None, problems: list | None = None) -> dict | None:
     """The NVIDIA device plugin's config file (``flags.plugin.passDeviceSpecs``, ``deviceListStrategy``:
     k8s-device-plugin api/config/v1; Bottlerocket renders its settings into one, stacks.md 5) →
     ``{"pass_device_specs": bool|None, "device_list_strategy": [str]|None}``; ``None`` without a file.
-    Bad YAML reads as unknown values, never an exception."""
+    Bad YAML, or YAML that is not a mapping, reads as unknown values (said in ``problems`` when given), never
+    an exception."""
     if text is None:
         return None
     try:
-        doc = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError):
+        doc = yaml.load(text, Loader=rp.SAFE_LOADER)
+    except (yaml.YAMLError, RecursionError, ValueError) as e:
         doc = None
+        if problems is not None:
+            problems.append(f"not valid YAML ({' '.join(str(e).split())[:200]}): its settings are unknown")
+    else:
+        if not isinstance(doc, dict) and problems is not None:
+            problems.append(f"not a YAML mapping (a {type(doc).__name__}): its settings are unknown")
     plugin = rp._tab(rp._get(doc, "flags", "plugin"))
     pds, dls = plugin.get("passDeviceSpecs"), plugin.get("deviceListStrategy")
     return {"pass_device_specs": pds if isinstance(pds, bool) else None,
@@ -170,6 +185,9 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     if entry.get("docker") in stored:
         try:
             doc = json.loads(bundle.path(entry["docker"]).read_text("utf-8", "replace") or "{}")
+            if not isinstance(doc, dict):
+                r.problems.append({"artifact": entry["docker"], "message": f"daemon.json is not a JSON object "
+                                   f"(a {type(doc).__name__}): its settings are unknown, read as unset"})
             docker = {**docker_settings(doc if isinstance(doc, dict) else {}), "source": DOCKER}
         except (ValueError, RecursionError) as e:
             r.problems.append({"artifact": entry["docker"], "message": f"daemon.json is not valid JSON: {e}"})
@@ -191,12 +209,15 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     def text(host):
         return bundle.path(copied[host]).read_text("utf-8", "replace") if host in copied else None
     osr = _kv(text("/etc/os-release")) if "/etc/os-release" in copied else None
+    settings = text(PLUGIN_SETTINGS)
+    said: list[str] = []
+    plugin = plugin_config(settings, said)
+    r.problems.extend({"artifact": copied[PLUGIN_SETTINGS], "message": m} for m in said)
     present = entry.get("present") or {}
     ready = text("/run/nvidia/validations/driver-ready")
     stack = {"collected": True, "docker": docker, "crio": crio, "rancher": entry.get("rancher") or [],
              "os_release": osr, "bottlerocket": (osr.get("ID") == "bottlerocket") if osr is not None else None,
-             "bottlerocket_settings": text("/etc/nvidia-k8s-device-plugin/settings.yaml"),
-             "bottlerocket_plugin": plugin_config(text("/etc/nvidia-k8s-device-plugin/settings.yaml")),
+             "bottlerocket_settings": settings, "bottlerocket_plugin": plugin,
              "shimpei_hook": "/etc/shimpei/nvidia-oci-hooks.json" in copied,
              "bottlerocket_plugin_unit": present.get(PRESENT[2]),
              "operator": {"driver_ready": _kv(ready) if ready is not None else None,

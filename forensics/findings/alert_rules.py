@@ -5,7 +5,7 @@ Two groups (rule file format: prometheus/prometheus docs/configuration/alerting_
 recording_rules.md "Rule groups"):
 
 - :func:`seed_group` ``gpu-forensics.gpu``: the two states of the seed incident that every alert needing
-  DCGM metrics missed (../shared/research/formats.md §3-4): GPU capacity 0
+  DCGM metrics missed (docs/sources.md "Prometheus", "DCGM exporter and kube-state-metrics"): GPU capacity 0
   (``kube_node_status_capacity{resource="nvidia_com_gpu"} == 0``) and the DCGM series gone
   (``absent(DCGM_FI_DEV_GPU_TEMP)``, and per node: GPUs advertised, no DCGM series). They need only
   kube-state-metrics and dcgm-exporter, so the report suggests this group alone to any cluster.
@@ -32,8 +32,8 @@ RESOURCE = "nvidia_com_gpu"
 WATCH_JOB = "gpu-forensics-watch"
 #: seconds after which the last sweep is stale: 5 of watch's default 60 s intervals
 STALE_SWEEP_S = 300
-#: the README section that says what to do for each alert, by name (relative to the project's README.md)
-RUNBOOK = "README.md#alerts-and-the-watch-agent"
+#: the docs/usage.md section that says what to do for each alert, by name (relative to the project root)
+RUNBOOK = "docs/usage.md#alerts-and-the-watch-agent"
 SUGGESTED_HEAD = (
     "# Alert rules suggested by gpu-forensics: they fire when GPU capacity is 0 and when the DCGM\n"
     "# metrics are absent (alerts that need DCGM metrics to exist go silent with them).\n"

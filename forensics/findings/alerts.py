@@ -2,7 +2,7 @@
 
 Fed by the rules the metrics collector returns (:func:`audit_of` its Reading's facts).
 
-Two failure states matter (../shared/research/formats.md §3-4):
+Two failure states matter (docs/sources.md "Prometheus", "DCGM exporter and kube-state-metrics"):
 - **GPU capacity 0**: ``kube_node_status_capacity{resource="nvidia_com_gpu"}`` (or ``allocatable``)
   still exists, with the value 0;
 - **DCGM metrics absent**: dcgm-exporter lost the GPU, so its ``DCGM_FI_*`` series stop while its

@@ -1,11 +1,11 @@
 """Broken without a probe: a hook-injected GPU container under the systemd driver that PID 1 reloaded after
 it was created has most likely lost its GPU already (issue 14 item 3).
 
-The mechanism is exposure's (../shared/research/formats.md 5.1, 6; cases C01, C05): a daemon-reload (or
-daemon-reexec) re-applies each scope's ``DeviceAllow=``, which never held the GPU nodes the legacy hook
-added; on cgroup v2 systemd loads a fresh device program (``sd_devices``) for the scope then, which the
-lab's hook container shows after a real reload (tests/test_exposure.py). Only PID 1's trusted lines
-count (:func:`trusted_reloads`): a forged one is a red flag, never evidence.
+The mechanism is exposure's (docs/sources.md "OCI runtime spec and the NVIDIA modes", "cgroup device state";
+"Cases" C01, C05): a daemon-reload (or daemon-reexec) re-applies each scope's ``DeviceAllow=``, which never held
+the GPU nodes the legacy hook added; on cgroup v2 systemd loads a fresh device program (``sd_devices``) for the
+scope then, which the lab's hook container shows after a real reload (tests/test_exposure.py). Only PID 1's
+trusted lines count (:func:`trusted_reloads`): a forged one is a red flag, never evidence.
 
 ``broken_basis`` of an exposure row: ``probe`` (open() gave EPERM), ``devices.list`` (cgroup v1 rules no
 longer allow it), ``bpf`` (cgroup v2: a device program of the scope was loaded at or after the reload:
@@ -76,7 +76,7 @@ def infer(row: dict, reasons: list[str], c: dict, reloads: list[dict]) -> None:
                        f"so as far as bpftool shows that {what} did not rebuild its allowlist; {PROBE_HINT}")
         return
     row["broken"], row["broken_basis"] = True, "bpf" if later else "inferred"
-    row["broken_evidence"] = [first]
+    row["broken_evidence"], row["broken_cause"] = [first], "daemon-reload"
     progs_said = (f"; the device program{'s' if len(later) > 1 else ''} {', '.join(_prog(p) for p in later)} "
                   f"attached to its scope {'were' if len(later) > 1 else 'was'} loaded after it (cgroup v2, bpftool): "
                   "consistent with systemd's allowlist rebuilt from DeviceAllow=" if later else

@@ -1,13 +1,13 @@
 """Exposure: is each GPU container one daemon-reload away from losing its devices, and what fixes the node.
 
-The mechanism (../shared/research/formats.md 5.1 and 6; cases C01, C05, C07, C09): under the systemd
-cgroup driver, a daemon-reload re-applies to each container scope the device rules runc handed to
-systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``). A GPU that entered
-outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
-GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240
-(runc's log.json then says ``skipping device /dev/char/M:m for systemd``: the record's ``runc_log``).
-systemd's own view of a scope (``systemctl show``: the record's ``systemd_unit``) stands in for unread
-drop-ins, and its ``NeedDaemonReload=yes`` is reported as evidence in a note, never as a cause.
+The mechanism (docs/sources.md "OCI runtime spec and the NVIDIA modes", "cgroup device state"; "Cases" C01, C05,
+C07, C09): under the systemd cgroup driver, a daemon-reload re-applies to each container scope the device rules
+runc handed to systemd (``DeviceAllow=``, built from the OCI spec's ``linux.resources.devices``). A GPU that
+entered outside the spec (the legacy ``nvidia-container-runtime-hook``) is not among them and is revoked; so is a
+GPU in the spec whose ``/dev/char/M:m`` link is missing when runc is 1.1.3-1.1.6 or systemd older than 240 (runc's
+log.json then says ``skipping device /dev/char/M:m for systemd``: the record's ``runc_log``). systemd's own view
+of a scope (``systemctl show``: the record's ``systemd_unit``) stands in for unread drop-ins, and its
+``NeedDaemonReload=yes`` is reported as evidence in a note, never as a cause.
 
 Inputs are plain dicts: ``runtime`` from collectors/runtime_config/ (``Reading.facts["runtime"]``),
 container records from collectors/containers/ and the device plugin's settings
@@ -34,7 +34,7 @@ PROBE_ORDER = ("EPERM", "EACCES", "ENOENT", "ENXIO", "ok", "not-run")
 
 def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, engines: dict | None = None,
            reloads: list[dict] | None = None, kube: dict | None = None) -> dict:
-    """Build the ``exposure`` section of analysis.json (../shared/DESIGN.md "Analysis JSON").
+    """Build the ``exposure`` section of analysis.json (docs/design.md "Command line and JSON: stable").
 
     ``runtime``: ``Reading.facts["runtime"]`` of collectors/runtime_config/ (``{}`` when absent);
     ``containers``: container records of collectors/containers/; ``device_plugin``: the dict of
@@ -73,10 +73,12 @@ def assess(runtime: dict, containers: list[dict], device_plugin: dict | None, en
     gpu = [r for r in rows if r["gpu_injection"] not in ("none", "unknown")]
     # a container whose spec was not read may hold a hook-injected GPU: no "all in the spec" then
     outside = True if any(r["gpu_injection"] == "hook" for r in gpu) else None if unknown or not gpu else False
-    out = {"assessed": True, **node, "gpu_outside_spec": outside,
+    out = {"assessed": True, "assesses": "daemon-reload", **node, "gpu_outside_spec": outside,
            "containers": rows, "unknown_containers": unknown,
            "notes": plugin_notes(dp) + list(ctx.notes) + _need_reload_note(rows)}
     out["stack"] = recognise(runtime, containers, device_plugin, kube)  # kube: facts["kube"] of collectors/kube
+    # one driver root in the report: the stack's, read from evidence (None: unknown), not the runtime's default
+    out["driver_root"] = out["stack"].get("driver_root")
     trap = driver_root_trap(runtime, dp, out["stack"])
     strategy = node["device_list_strategy"] or []
     # new GPU pods would be hook-injected under the systemd driver: legacy mode, no device specs, no CDI
@@ -133,13 +135,14 @@ class _Context:
 
 def _row(c: dict, inj: str, drv: dict) -> dict:
     """An exposure row with what every container has, before its devices are judged."""
-    return {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"),
+    return {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"), "created": c.get("created"),
             "container_name": c.get("container_name"), "engine": drv["engine"], "gpu_injection": inj,
             "spec_status": (c.get("config") or {}).get("status") if isinstance(c.get("config"), dict) else None,
-            "at_risk": False, "broken": False, "broken_basis": None, "broken_evidence": [], "probe": "not-run",
+            "at_risk": False, "broken": False, "broken_basis": None, "broken_evidence": [], "broken_cause": None, "probe": "not-run",
             "probe_detail": c.get("probe") or {}, "devices": [], "not_reapplied": [], "dev_char_missing": [],
             "runc_skipped": [], "systemd_unit": c.get("systemd_unit"), "cgroup_driver": drv["driver"],
-            "cgroup_driver_source": drv["source"], "cgroup_driver_basis": drv["basis"], "made_inside": []}
+            "cgroup_driver_source": drv["source"], "cgroup_driver_basis": drv["basis"],
+            "cgroup_driver_conflict": drv["conflict"], "made_inside": []}
 
 
 def _spec_unread(c: dict) -> str | None:

@@ -15,8 +15,11 @@ from datetime import datetime, timezone, tzinfo
 from typing import Callable
 
 from ..events import Coverage, Event
+from ..excerpt import excerpt
 from ..timeutil import local_iso, parse_iso
-from .verdicts import Cause, cite
+from .. import neighbours
+from .scope import pod_key
+from .verdicts import Cause, Scope, cite
 
 
 @dataclass
@@ -32,10 +35,30 @@ class Incident:
     evidence: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     causes: list[Cause] = field(default_factory=list)
+    #: the symptom class (forensics.neighbours.SYMPTOM_CLASSES) of the line that opened it
+    symptom_class: str = "unknown"
+    #: ``namespace/name`` of the pods and the runtime ids of the containers its evidence names
+    pods: set = field(default_factory=set)
+    containers: set = field(default_factory=set)
+
+    def scope(self) -> Scope:
+        """What the cause rules judge this incident by (:class:`~forensics.findings.verdicts.Scope`)."""
+        return Scope(self.symptom_class, frozenset(self.pods), frozenset(self.containers))
+
+    def join(self, evidence: list[dict], note: str, symptom_class: str, pods=(), containers=()) -> None:
+        """Add another line's evidence (and its pods) to this incident; an ``unknown`` class takes the line's."""
+        self.evidence.extend(evidence)
+        self.notes.append(note)
+        if self.symptom_class == "unknown":
+            self.symptom_class = symptom_class
+        self.pods |= {p for p in pods if p}
+        self.containers |= {c for c in containers if c}
 
 
 #: the event kinds openers read, gathered in one pass over the timeline
-KINDS = ("journal.nvml-error", "journal.healthy", "container.log-error", "container.log-healthy", "container.created")
+KINDS = ("journal.nvml-error", "journal.healthy", "journal.symptom", "container.log-error", "container.log-healthy",
+         "container.log-symptom", "container.created", "kernel.xid", "kernel.gpu-lost", "kernel.oom-kill",
+         "kube.container-terminated")
 
 
 @dataclass
@@ -56,6 +79,8 @@ class Signs:
     collected_at: datetime | None = None
     metrics: dict = field(default_factory=dict)
     tz: tzinfo = timezone.utc
+    #: the node's GPU containers (exposure rows with a GPU): an OOM kill of one of them opens an incident
+    gpu_rows: list[dict] = field(default_factory=list)
     _kinds: dict | None = field(default=None, repr=False)
 
     def of_kind(self, kind: str) -> list[Event]:
@@ -63,7 +88,7 @@ class Signs:
         if self._kinds is None:
             self._kinds = {k: [] for k in KINDS}
             for e in self.events:
-                if e.kind in self._kinds:
+                if e.kind in self._kinds and "same-line" not in e.flags:
                     self._kinds[e.kind].append(e)
         return self._kinds[kind]
 
@@ -98,9 +123,9 @@ def from_metrics(out: list[Incident], signs: Signs) -> None:
                      and (start is None or inc.start <= start)), None)
         if host is None and start is None:
             host = next((inc for inc in tight if inc.end <= end), None)
+        cls = "device-unhealthy" if m.get("detector") == "allocatable-zero" else "unknown"
         if host is not None:
-            host.evidence.extend(ev)
-            host.notes.append(f"also: {m.get('symptom')}")
+            host.join(ev, f"also: {m.get('symptom')}", cls)
             continue
         if start is None:
             p = signs.coverage.get("prometheus")
@@ -109,7 +134,7 @@ def from_metrics(out: list[Incident], signs: Signs) -> None:
         else:
             note = []
         inc = Incident("I?", m.get("symptom") or m.get("detector") or "metrics", start, end, "metrics",
-                       m.get("detector"), evidence=ev, notes=note)
+                       m.get("detector"), evidence=ev, notes=note, symptom_class=cls)
         tight.append(inc)
     out.extend(tight)
 
@@ -180,91 +205,194 @@ def _capacity_zero(metrics: dict, tz: tzinfo) -> list[dict]:
     return out
 
 
-def from_journal(out: list[Incident], signs: Signs) -> None:
-    """Incidents from NVML/CUDA error lines in the journal, in place.
+def _cite(e: Event) -> dict:
+    """The evidence record of a line that opened or explains an incident, its summary the line's own words
+    with the error clause whole (:func:`forensics.excerpt.excerpt`)."""
+    c = cite(e)
+    if e.attrs.get("message"):
+        c["summary"] = excerpt(str(e.attrs["message"]))
+    return c
 
-    An error line opens an incident for its pod (or unit) unless an earlier incident already holds it
-    or no healthy marker for that pod came since the previous error (it is the same outage). The
-    window runs from the last healthy marker for the same pod to the first error; without one it
-    starts at the journal's first entry and a note says so.
+
+def _class_of(e: Event) -> str:
+    """The symptom class a line shows: ``nvml-unknown`` for the EPERM family (journal.nvml-error,
+    container.log-error, a broken container), else its signature's (:data:`forensics.neighbours.SYMPTOM_OF`)."""
+    if e.kind in ("journal.nvml-error", "container.log-error"):
+        return "nvml-unknown"
+    return neighbours.SYMPTOM_OF.get(str(e.attrs.get("signature")), "unknown")
+
+
+def _opens(e: Event) -> bool:
+    """Whether a line opens an incident: the EPERM family, or a symptom of :data:`forensics.neighbours.OPENS_INCIDENT`."""
+    if e.kind in ("journal.nvml-error", "container.log-error"):
+        return True
+    return e.kind in ("journal.symptom", "container.log-symptom") and e.attrs.get("signature") in neighbours.OPENS_INCIDENT
+
+
+def _host_of(out: list[Incident], at: datetime, cls: str) -> Incident | None:
+    """An incident already open whose window holds ``at`` and whose symptom is the same class (or unknown)."""
+    return next((inc for inc in out if inc.start <= at <= inc.end and same_class(inc.symptom_class, cls)), None)
+
+
+def same_class(a: str, b: str) -> bool:
+    """Two symptom classes that may be one outage: equal, or one of them unknown (a window given with
+    ``--incident``, a metric) that a line then names."""
+    return a == b or "unknown" in (a, b)
+
+
+def from_journal(out: list[Incident], signs: Signs) -> None:
+    """Incidents from error lines in the journal (the EPERM family's NVML/CUDA lines, and the symptom lines
+    of :data:`forensics.neighbours.OPENS_INCIDENT` the runtime and the kubelet log), in place.
+
+    An error line opens an incident for its pod (or unit) unless an earlier incident of the same symptom
+    class already holds it or no healthy marker for that pod came since the previous error of that class
+    (it is the same outage). The window runs from the last healthy marker for the same pod to the first
+    error; without one it starts at the journal's first entry and a note says so.
     """
     healthy: dict[str, list[Event]] = {}  # per pod (or unit), in timeline order
     for h in signs.of_kind("journal.healthy"):
         healthy.setdefault(h.attrs.get("pod") or h.attrs.get("unit") or h.attrs.get("identifier"), []).append(h)
-    last_error: dict[str, datetime] = {}
-    for err in signs.of_kind("journal.nvml-error"):
+    last_error: dict[tuple, datetime] = {}
+    lines = sorted((e for k in ("journal.nvml-error", "journal.symptom") for e in signs.of_kind(k) if _opens(e)),
+                   key=lambda e: e.at)
+    for err in lines:
         key = err.attrs.get("pod") or err.attrs.get("unit") or err.attrs.get("identifier") or "?"
+        cls = _class_of(err)
         good = [h for h in healthy.get(key, ()) if h.at <= err.at]
         last_good = good[-1] if good else None
-        if key in last_error and (last_good is None or last_good.at < last_error[key]):
+        if (key, cls) in last_error and (last_good is None or last_good.at < last_error[(key, cls)]):
             continue  # the same outage goes on
-        last_error[key] = err.at
-        if any(inc.start <= err.at <= inc.end for inc in out):
+        last_error[(key, cls)] = err.at
+        pods = {err.attrs["pod"]} if "/" in str(err.attrs.get("pod") or "") else set()
+        if host := _host_of(out, err.at, cls):
+            host.join([_cite(err)], f"also: {_said(err)} ({key})", cls, pods)
             continue
         j = signs.coverage.get("journal")
         start = last_good.at if last_good else (j.start if j and j.start else err.at)
-        inc = Incident(f"I{len(out) + 1}", f"{err.attrs.get('message') or err.summary} ({key})", start, err.at,
-                       "journal", evidence=[cite(err)] + ([cite(last_good)] if last_good else []))
+        inc = Incident(f"I{len(out) + 1}", f"{_said(err)} ({key})", start, err.at, "journal",
+                       evidence=[_cite(err)] + ([cite(last_good)] if last_good else []), symptom_class=cls, pods=pods)
         if not last_good:
             inc.notes.append("no healthy marker before the first error: the window starts at the journal's first entry")
         out.append(inc)
 
 
+def _said(e: Event) -> str:
+    """The line's own words, whole enough to read: the error clause is never cut (forensics.excerpt)."""
+    return excerpt(str(e.attrs.get("message") or e.summary))
+
+
 def _pod_key(attrs: dict) -> str:
-    return f"{attrs.get('namespace') or attrs.get('pod_namespace') or ''}/{attrs.get('pod') or attrs.get('id') or '?'}"
+    return pod_key(attrs.get("namespace") or attrs.get("pod_namespace"), attrs.get("pod") or attrs.get("id"))
 
 
 def from_containers(out: list[Incident], signs: Signs) -> None:
-    """Open incidents from container evidence (issue 3's detector), in place.
+    """Open incidents from container evidence (issue 3's detector, issue 26's symptoms), in place.
 
-    - a container log's first NVML/CUDA error: window from the last clean line before it (else the
-      container's creation) to that error;
-    - a container whose device nodes exist but whose probe gives EPERM or whose cgroup rules no
-      longer allow its GPU (``signs.broken``: exposure rows with ``created``): window from its last
-      clean log line (else its creation) to its first error line (else the collection time).
-    An existing incident whose window lies inside the new one already brackets the same outage more
-    tightly: the container is added to its evidence instead of opening a wider incident.
+    - a container log's first error line, per symptom class (the EPERM family's NVML/CUDA error, or a
+      symptom of :data:`forensics.neighbours.OPENS_INCIDENT`: a version mismatch, CUDA 802, an ECC or an
+      illegal-address error, a lost GPU): window from the last clean line before it (else the
+      container's creation) to that line;
+    - a container whose device nodes exist but whose probe gives EPERM or whose cgroup rules no longer
+      allow its GPU (``signs.broken``: exposure rows with ``created``): window from its last clean log
+      line (else its creation) to its first error line (else the collection time).
+    An existing incident of the same class whose window lies inside the new one already brackets the same
+    outage more tightly: the container is added to its evidence instead of opening a wider incident.
     """
-    errors, healthy = signs.of_kind("container.log-error"), signs.of_kind("container.log-healthy")
+    healthy = signs.of_kind("container.log-healthy")
     created = {e.attrs.get("id"): e for e in signs.of_kind("container.created")}
     by_pod = {_pod_key(e.attrs): e for e in created.values()}
-    candidates: list[tuple[datetime | None, datetime | None, str, list[dict]]] = []
-    seen: set[str] = set()
+    candidates: list[tuple[datetime | None, datetime | None, str, list[dict], str, str]] = []
+    seen: set[tuple] = set()
+    errors = sorted((e for k in ("container.log-error", "container.log-symptom") for e in signs.of_kind(k)
+                     if _opens(e)), key=lambda e: e.at)
     for err in errors:
-        key = _pod_key(err.attrs)
-        if key in seen:
+        key, cls = _pod_key(err.attrs), _class_of(err)
+        if (key, cls) in seen:
             continue
-        seen.add(key)
+        seen.add((key, cls))
         good = [h for h in healthy if _pod_key(h.attrs) == key and h.at <= err.at]
         start_ev = good[-1] if good else by_pod.get(key)
         candidates.append((start_ev.at if start_ev else None, err.at,
-                           f"{err.attrs.get('message') or 'NVML/CUDA error'} (pod {key}, container log)",
-                           [cite(err)] + ([cite(start_ev)] if start_ev else [])))
+                           f"{_said(err)} (pod {key}, container log)",
+                           [_cite(err)] + ([cite(start_ev)] if start_ev else []), cls, key))
     for row in signs.broken:
         key = _pod_key(row)
-        if key in seen:
+        if (key, "nvml-unknown") in seen:
             continue
-        seen.add(key)
+        seen.add((key, "nvml-unknown"))
         c = by_pod.get(key) or created.get(row.get("id"))
         good = [h for h in healthy if _pod_key(h.attrs) == key]
         start = good[-1].at if good else (c.at if c else None)
         candidates.append((start, signs.collected_at,
                            f"GPU no longer usable in pod {key}: {row.get('reason') or 'broken'}",
-                           [{"artifact": f"containers/{row.get('id')}", "summary": row.get("reason") or "broken"}]))
-    for start, end, symptom, ev in candidates:
+                           [{"artifact": f"containers/{row.get('id')}", "summary": row.get("reason") or "broken"}],
+                           "nvml-unknown", key))
+    for start, end, symptom, ev, cls, key in candidates:
         if start is None or end is None:
             continue
-        inner = [inc for inc in out if start <= inc.start and inc.end <= end]
-        holding = [inc for inc in out if inc.start <= end <= inc.end]
+        fits = [inc for inc in out if same_class(inc.symptom_class, cls)]
+        inner = [inc for inc in fits if start <= inc.start and inc.end <= end]
+        holding = [inc for inc in fits if inc.start <= end <= inc.end]
         if inner or holding:
-            (inner or holding)[0].evidence.extend(ev)
-            (inner or holding)[0].notes.append(f"also: {symptom}")
+            (inner or holding)[0].join(ev, f"also: {symptom}", cls, {key})
             continue
-        out.append(Incident("I?", symptom, start, end, "containers", evidence=ev))
+        out.append(Incident("I?", symptom, start, end, "containers", evidence=ev, symptom_class=cls, pods={key}))
+
+
+#: Xids whose symptom is an ECC error (catalog: 48 DBE, 63/64 row remapping, 92 SBE rate, 94/95 contained/uncontained)
+_ECC_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
+
+
+def from_kernel(out: list[Incident], signs: Signs) -> None:
+    """Incidents from the kernel's own word that a GPU failed: an Xid NVIDIA's catalog resolves at the node
+    (a GPU reset, a reboot: forensics/xid.py ``scope == "node"``) or a GPU that fell off the bus, in place.
+    The kernel dates the fault itself, so the window is that instant (the last known good is unknown, and
+    a note says so); a fault inside an incident already open joins it. A node whose GPU died with no pod
+    logging it still gets an incident (no false all-clear)."""
+    from .. import xid
+    for e in sorted(signs.of_kind("kernel.xid") + signs.of_kind("kernel.gpu-lost"), key=lambda e: e.at):
+        n = e.attrs.get("xid")
+        if e.kind == "kernel.xid" and not (isinstance(n, int) and xid.lookup(n).scope == "node"):
+            continue
+        cls = "ecc" if n in _ECC_XIDS else "gpu-lost" if n in (None, 79) else "unknown"
+        what = f"{_said(e)} (kernel, GPU {e.attrs.get('pci') or 'unknown'})"
+        if host := next((i for i in out if i.start <= e.at <= i.end), None):
+            host.join([_cite(e)], f"also: {what}", cls)
+            continue
+        out.append(Incident("I?", what, e.at, e.at, "kernel", evidence=[_cite(e)], symptom_class=cls,
+                            notes=["the kernel dates the fault itself: the window is that instant (the last known "
+                                   "good time before it is unknown)"]))
+
+
+def from_oom(out: list[Incident], signs: Signs) -> None:
+    """Incidents from OOM kills of GPU containers (a ``kernel.oom-kill`` whose cgroup names one of the node's
+    GPU containers, or the kubelet's ``OOMKilled`` of a GPU pod), in place: the window is the kill's
+    instant, or it joins an incident already open around it."""
+    ids = {str(r.get("id")): r for r in signs.gpu_rows if r.get("id")}
+    pods = {_pod_key(r) for r in signs.gpu_rows}
+    for e in sorted(signs.of_kind("kernel.oom-kill") + signs.of_kind("kube.container-terminated"), key=lambda e: e.at):
+        a = e.attrs
+        if e.kind == "kernel.oom-kill":
+            cid = str(a.get("container_id") or "")
+            row = next((r for i, r in ids.items() if cid and (i.startswith(cid[:12]) or cid.startswith(i[:12]))), None)
+            if row is None:
+                continue
+            key, cont = _pod_key(row), {str(row.get("id"))}
+        elif str(a.get("reason")) == "OOMKilled" and (key := _pod_key(a)) in pods:
+            cont = set()
+        else:
+            continue
+        what = f"OOM kill in pod {key}: {_said(e)}"
+        if host := _host_of(out, e.at, "oom"):
+            host.join([_cite(e)], f"also: {what}", "oom", {key}, cont)
+            continue
+        out.append(Incident("I?", what, e.at, e.at, e.source, evidence=[_cite(e)], symptom_class="oom", pods={key},
+                            containers=cont, notes=["the kill dates itself: the window is that instant"]))
 
 
 #: the incident openers, in the order they run
-OPENERS: list[Callable[[list[Incident], Signs], None]] = [from_given, from_metrics, from_journal, from_containers]
+OPENERS: list[Callable[[list[Incident], Signs], None]] = [from_given, from_metrics, from_journal, from_containers,
+                                                          from_kernel, from_oom]
 
 
 def open_incidents(signs: Signs) -> list[Incident]:

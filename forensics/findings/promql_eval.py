@@ -5,7 +5,7 @@ A state says, for each kind of selector, whether its series exist and what value
 
 - ``dcgm_absent``: dcgm-exporter lost the GPU; every ``DCGM_FI_*`` series is gone, its target's ``up``
   stays 1 and the node still advertises its GPUs (``kube_node_status_capacity|allocatable`` of the GPU
-  resource > 0), as in the seed case's July (../shared/research/formats.md §3-4);
+  resource > 0), as in the seed case's July (docs/sources.md "Prometheus", "DCGM exporter and kube-state-metrics");
 - ``capacity_zero``: the GPU resource's capacity/allocatable series exist with the value 0; whether the
   DCGM series exist then is not known.
 

@@ -1,12 +1,15 @@
 """Remedies for an exposed node: what to change, and why, for the exposure section of analysis.json.
 
-Called by :func:`forensics.findings.exposure.assess` with what it found (node settings, container rows);
-each remedy is written for the stack :mod:`forensics.findings.stacks` recognised (../shared/research/stacks.md:
-per stack, the fix as its users apply it and the traps), says what it needs first and what it would break.
+Called by :func:`forensics.findings.exposure.assess` with what it found (node settings, container rows); each
+remedy is written for the stack :mod:`forensics.findings.stacks` recognised (docs/sources.md "GPU stacks", its
+items cited below as "stacks.md N": per stack, the fix as its users apply it and the traps), says what it needs
+first and what it would break.
 """
 from __future__ import annotations
 
+from ..words import setting
 from . import stack_remedies as sr
+from .commands import Ev
 from .stacks import recognise
 
 
@@ -122,7 +125,7 @@ def _unknown_plugin(st: dict, node: dict) -> dict:
                       "# GPU Operator: keep its default PASS_DEVICE_SPECS=true; Bottlerocket: apiclient set "
                       "settings.kubelet-device-plugins.nvidia.pass-device-specs=true"],
                      "the plugin identified first: each chart ignores the others' values (stacks.md 1, 4, 5)", None,
-                     f"PASS_DEVICE_SPECS is {node['pass_device_specs']}; device specs put the GPU nodes into the CRI "
+                     f"PASS_DEVICE_SPECS is {setting(node['pass_device_specs'])}; device specs put the GPU nodes into the CRI "
                      "request, so they reach linux.devices")
 
 
@@ -132,9 +135,8 @@ def _dev_char(rows: list[dict], ctx, root: str | None) -> dict:
              f"{', '.join(_name(r) for r in logged[:5])}): without the link it leaves the rule out of the scope's "
              "DeviceAllow=" if logged
              else f"{ctx.why_links} drops device rules whose /dev/char/M:m link is missing")
-    return sr.remedy("Create the /dev/char links for the NVIDIA nodes", "any (stack-neutral)",
-                     ["nvidia-ctk system create-dev-char-symlinks --create-all"
-                      + (f" --driver-root={root}" if root not in (None, "/") else "")],
+    return sr.remedy("Create the /dev/char links for the NVIDIA nodes", sr.EVERY_STACK,
+                     [("nvidia-ctk system create-dev-char-symlinks --create-all", *sr.root_args(root, "--driver-root"))],
                      "NVIDIA Container Toolkit >= 1.12.0, run as root on the node", None,
                      f"{cause} (runc#3708), so a reload revokes GPUs even from spec-injected containers; "
                      "the command (NVIDIA Container Toolkit >= 1.12.0, run as root on the node) creates a /dev/char/M:m symlink to each NVIDIA device node it finds; it loads no "
@@ -157,23 +159,20 @@ def _trap_remedy(st: dict, root: str | None, trap: list[str]) -> dict:
                          None, None, why + "; the operator's plugin takes its driver root from the operator "
                          "(driver-ready), not from a Helm value")
     change = sr.plugin_driver_root(st, root) + [
-        f"nvidia-ctk cdi generate --driver-root={root} --output=/var/run/cdi/nvidia.yaml"]
+        ("nvidia-ctk cdi generate", Ev("path", root, "--driver-root="), "--output=/var/run/cdi/nvidia.yaml")]
     return sr.remedy("Point the device plugin and the CDI spec at the containerised driver", sr.label(st), change,
                      None, "the plugin pods restart" if plugin in ("nvidia-device-plugin", "hami") else None, why)
 
 
 def _recreate(redo: list[dict], legacy: bool) -> dict:
-    lines = []
-    for r in redo:  # one delete per pod, however many of its containers need it
-        line = (f"kubectl delete pod -n {r['namespace']} {r['pod']}" if r["pod"]
-                else f"# recreate container {r['id']} with the same arguments (it has no pod)")
-        if line not in lines:
-            lines.append(line)
+    lines = [("kubectl delete pod -n", Ev("namespace", r["namespace"]), Ev("pod", r["pod"])) if r["pod"]
+             else ("# recreate container", Ev("container", r["id"]), "with the same arguments (it has no pod)")
+             for r in redo]  # one delete per pod, however many of its containers need it (commands.lines)
     return sr.remedy("Recreate the containers that lost their GPU"
                      + ("" if legacy else " or predate the switch away from legacy mode")
                      + (", and those runc created without the /dev/char links"
                         if any(r.get("runc_skipped") and not r["broken"] for r in redo) else ""),
-                     "any (stack-neutral)", lines, "the steps above applied first, so the new containers get "
+                     sr.EVERY_STACK, lines, "the steps above applied first, so the new containers get "
                      "their devices in the spec", "the containers restart (a pod's controller creates it again; a container "
                      "without a pod must be started again by whoever started it)",
                      "device access is only (re)built when the container is created again")

@@ -3,7 +3,7 @@ timeline shows around that reload, ranked, each with its evidence.
 
 systemd 253+ logs the caller (``Reloading requested from client PID 48211 ('systemctl') (unit
 snapd.service)...``); systemd <= 252 (Debian 12, Ubuntu 22.04, RHEL 9) logs only ``Reloading.``, so the
-requester is inferred (../shared/research/cases.md "systemd: the manager reload message, by version").
+requester is inferred (docs/sources.md "systemd: the manager reload message, by version").
 Each reload gets its own candidates: a unit is one only when its run brackets that reload (PID 1 logged
 its ``Starting``/``Started`` line at or before the reload, and its ``Deactivated``/``Stopped``/``Finished``/
 ``Failed`` line at or after it, or none yet); a point in time (a ``sudo ... systemctl`` line, a dpkg action,
@@ -129,6 +129,26 @@ def requester(reload: Event, events: list[Event]) -> dict:
     top = {k: v for k, v in candidates[0].items() if k not in ("why", "evidence")}
     return {**top, "inferred_from": candidates[0]["why"], "candidates": candidates,
             "_evidence": list(candidates[0]["evidence"])}
+
+
+#: how long before a reload a person's ``sudo systemctl daemon-reload`` line may come (sudo logs before it runs)
+TYPED_WITHIN = timedelta(seconds=5)
+
+
+def typed_by_person(reload: Event, events: list[Event]) -> Event | None:
+    """sudo's own line (journald's ``_COMM=sudo``, a forged one is ``journal.forged``) running ``systemctl
+    daemon-reload`` or ``daemon-reexec`` up to :data:`TYPED_WITHIN` before ``reload`` with no package action
+    between them, or ``None``: then a person asked for it, not a package's maintainer scripts. With a caller
+    line naming a unit, sudo's line must come from that unit (the person's session scope)."""
+    unit = reload.attrs.get("requester_unit")
+    lo = reload.at - TYPED_WITHIN
+    near = [e for e in events if lo <= e.at <= reload.at and e is not reload]
+    if any(e.kind.startswith("package.") for e in near):
+        return None
+    return next((e for e in reversed(near) if e.kind == "journal.requester" and e.attrs.get("identifier") == "sudo"
+                 and e.attrs.get("comm") == "sudo" and "systemctl" in (msg := e.attrs.get("message") or "")
+                 and ("daemon-reload" in msg or "daemon-reexec" in msg)
+                 and (not unit or e.attrs.get("unit") in (None, unit))), None)
 
 
 def _point(e: Event, r: Event) -> str:

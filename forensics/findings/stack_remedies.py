@@ -1,13 +1,19 @@
 """The stack-specific remedies: how each GPU stack's own users put GPUs into the OCI spec, with what each
 step needs first and what it would break on this node.
 
-Every fact is from ../shared/research/stacks.md (the section is named beside each remedy) or from the
+Every fact is from docs/sources.md "GPU stacks" (the item, "stacks.md N", is named beside each remedy) or from the
 upstream file cited. Each function returns remedy dicts without ``order`` (:mod:`forensics.findings.remedies`
 numbers them); ``change`` holds only commands, one per line, and ``# ...`` comment lines.
 """
 from __future__ import annotations
 
 import re
+
+from ..words import setting
+from .commands import Ev, lines, valid
+
+#: the stack of a remedy that is the same on every stack (the reports say "(for every stack)")
+EVERY_STACK = "every stack"
 
 HOOK_BREAK = ("the standalone nvidia-container-runtime-hook refuses to run in any mode but legacy "
               "(toolkit cmd/nvidia-container-runtime-hook/main.go, assertModeIsLegacy)")
@@ -20,9 +26,16 @@ NEED_ROOT = ("Generate a CDI spec for the GPUs", "Or: have the device plugin req
 
 
 def remedy(what, stack, change, needs, breaks, why) -> dict:
-    """One remedy; ``change`` a list of command lines (``# ...`` lines are comments)."""
-    return {"what": what, "stack": stack, "change": "\n".join(change), "needs": needs or None,
-            "breaks": breaks or None, "why": why}
+    """One remedy; ``change`` a list of command lines (``# ...`` lines are comments), each an authored
+    ``str``, a ``tuple`` of words holding values from the node (:class:`forensics.findings.commands.Ev`,
+    checked and quoted) or a lone ``Ev`` (checked only). A value that fails its grammar gives no line;
+    it is named as data in ``held_back`` (a list of sentences, only when there is one)."""
+    cmds, bad = lines(change)
+    out = {"what": what, "stack": stack, "change": "\n".join(cmds), "needs": needs or None,
+           "breaks": breaks or None, "why": why}
+    if bad:
+        out["held_back"] = bad
+    return out
 
 
 def plugin_driver_root(st: dict, root: str) -> list[str]:
@@ -31,15 +44,18 @@ def plugin_driver_root(st: dict, root: str) -> list[str]:
     operator, nor for an unidentified plugin."""
     plugin = st.get("device_plugin")
     if plugin == "nvidia-device-plugin":
-        rel, ns = _release(st, "nvidia-device-plugin")
+        rel, ns, bad = _release(st, "nvidia-device-plugin")
         if str((st.get("plugin_pod") or {}).get("pod") or "").startswith("nvidia-device-plugin-daemonset-"):
-            return [f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset NVIDIA_DRIVER_ROOT={root}"]
-        return [f"RELEASE={rel}", f"NAMESPACE={ns}", "# check both with: helm list -A",
-                f'helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values --set nvidiaDriverRoot={root}']
+            return bad + [("kubectl", "-n", Ev("namespace", ns), "set", "env", "daemonset/nvidia-device-plugin-daemonset",
+                           Ev("path", root, "NVIDIA_DRIVER_ROOT="))]
+        return bad + _vars(rel, ns) + ["# check both with: helm list -A",
+                                       ('helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values '
+                                        "--set", Ev("path", root, "nvidiaDriverRoot="))]
     if plugin == "hami":
-        rel, ns = _release(st, "device-plugin")
-        return [f"RELEASE={rel}", f"NAMESPACE={ns}", "CHART=hami-charts/hami", "# check all three with: helm list -A",
-                f'helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values --set devicePlugin.nvidiaDriverRoot={root}']
+        rel, ns, bad = _release(st, "device-plugin")
+        return bad + _vars(rel, ns) + ["CHART=hami-charts/hami", "# check all three with: helm list -A",
+                                       ('helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values --set',
+                                        Ev("path", root, "devicePlugin.nvidiaDriverRoot="))]
     return []
 
 
@@ -48,18 +64,28 @@ def label(st: dict) -> str:
     return f"{st.get('engine') or 'unknown engine'} + {st.get('device_plugin') or 'unknown device plugin'}"
 
 
-def _root_args(root: str | None, flag: str) -> list[str]:
-    return [f"{flag}={root}"] if root and root != "/" else []
+def root_args(root: str | None, flag: str) -> list:
+    """``--flag=ROOT`` as a checked word (:class:`Ev`), none for an unknown or ``/`` root."""
+    return [Ev("path", root, f"{flag}=")] if root and root != "/" else []
 
 
-def _release(st: dict, chart: str) -> tuple[str, str]:
-    """The Helm release and namespace of the plugin, from its pod name ``<release>-<chart>-<hash>``
-    (the chart's fullname helper, stacks.md 1) and its pod's namespace; the docs' names otherwise."""
+def _release(st: dict, chart: str) -> tuple[str, str, list]:
+    """``(release, namespace, held)``: the Helm release and namespace of the plugin, from its pod name
+    ``<release>-<chart>-<hash>`` (the chart's fullname helper, stacks.md 1) and its pod's namespace;
+    the docs' names otherwise, and also in place of a name that is not a release name or namespace
+    (which is then in ``held``, a lone :class:`Ev` for :func:`remedy`'s note)."""
     pp = st.get("plugin_pod") or {}
     m = re.match(rf"^(.+?)-{re.escape(chart)}-[a-z0-9]{{5}}$", str(pp.get("pod") or ""))
     static = str(pp.get("pod") or "").startswith("nvidia-device-plugin-daemonset-")  # deployments/static: kube-system
     default = ("nvdp", "nvidia-device-plugin") if chart == "nvidia-device-plugin" and not static else ("hami", "kube-system")
-    return (m.group(1) if m else default[0]), (pp.get("namespace") or default[1])
+    rel, ns = (m.group(1) if m else default[0]), (pp.get("namespace") or default[1])
+    bad = [Ev(k, v) for k, v in (("release", rel), ("namespace", ns)) if not valid(k, v)]
+    return (rel if valid("release", rel) else default[0]), (ns if valid("namespace", ns) else default[1]), bad
+
+
+def _vars(rel: str, ns: str) -> list:
+    """The ``RELEASE=`` and ``NAMESPACE=`` lines of a Helm remedy (checked names: :func:`_release`)."""
+    return [(Ev("release", rel, "RELEASE="),), (Ev("namespace", ns, "NAMESPACE="),)]
 
 
 def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
@@ -68,7 +94,7 @@ def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
     stacks.md 8). Only for containerd-based engines, never CRI-O or Docker."""
     if st.get("engine") not in ("containerd", "k3s", "rke2") or runtime.get("enable_cdi") is True:
         return []
-    why = (f"enable_cdi is {runtime.get('enable_cdi')} ({(runtime.get('containerd') or {}).get('enable_cdi_basis')}); "
+    why = (f"enable_cdi is {setting(runtime.get('enable_cdi'))} ({(runtime.get('containerd') or {}).get('enable_cdi_basis')}); "
            "cdi-cri and CDI annotations need containerd's CDI support (off by default in 1.7, on in 2.x)")
     if st["engine"] == "containerd":
         return [remedy("Enable CDI in containerd's CRI plugin", label(st),
@@ -81,12 +107,14 @@ def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
     plain = [t for t in st.get("k3s_templates") or [] if t.get("directives") is False]
     templated = [t for t in st.get("k3s_templates") or [] if t.get("directives") is not False]
     if templated:
-        change = [f"# {templated[0]['path']} holds Go template actions: nvidia-ctk cannot edit it as TOML",
+        path = Ev("path", templated[0].get("path"))
+        change = [("#", path, "holds Go template actions: nvidia-ctk cannot edit it as TOML"),
                   f"# add enable_cdi = true to its CRI plugin table by hand, then restart {st['engine']}",
-                  f"grep -n enable_cdi {templated[0]['path']}"]
+                  ("grep -n enable_cdi", path)]
     else:
-        change = ([] if plain else [f"cp {d}/config.toml {tmpl}"]) + [
-            f"nvidia-ctk runtime configure --runtime=containerd --cdi.enabled --config={plain[0]['path'] if plain else tmpl}",
+        change = ([] if plain else [("cp", Ev("path", f"{d}/config.toml"), Ev("path", tmpl))]) + [
+            ("nvidia-ctk runtime configure --runtime=containerd --cdi.enabled",
+             Ev("path", plain[0].get("path") if plain else tmpl, "--config=")),
             "# on an agent node the unit is " + ("k3s-agent" if st["engine"] == "k3s" else "rke2-agent"),
             f"systemctl restart {'k3s' if st['engine'] == 'k3s' else 'rke2-server'}"]
     return [remedy(f"Enable CDI in {st['engine']}'s embedded containerd, through its config.toml.tmpl", label(st), change,
@@ -104,29 +132,29 @@ def nvidia_chart(st, node, dp, root) -> list[dict]:
     and ``deviceListStrategy=cdi-cri`` on a CDI-enabled engine."""
     out = []
     static = str(dp.get("pod") or "").startswith("nvidia-device-plugin-daemonset-")  # deployments/static
-    rel, ns = _release(st, "nvidia-device-plugin")
-    head = [f"RELEASE={rel}", f"NAMESPACE={ns}", "# check both with: helm list -A"]
-    drv = _root_args(root, "--set nvidiaDriverRoot")
+    rel, ns, bad = _release(st, "nvidia-device-plugin")
+    head = bad + _vars(rel, ns) + ["# check both with: helm list -A"]
+    drv = root_args(root, "nvidiaDriverRoot")
+    kubectl = ("kubectl", "-n", Ev("namespace", ns), "set", "env", "daemonset/nvidia-device-plugin-daemonset")
     if node["pass_device_specs"] is not True:
-        change = ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset PASS_DEVICE_SPECS=true"]
-                  + ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset NVIDIA_DRIVER_ROOT={root}"]
-                     if drv else []) if static else
-                  head + [" ".join(['helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values',
-                                    "--set compatWithCPUManager=true", *drv])])
+        change = (bad + [(*kubectl, "PASS_DEVICE_SPECS=true")]
+                  + ([(*kubectl, Ev("path", root, "NVIDIA_DRIVER_ROOT="))] if drv else []) if static else
+                  head + [('helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE" --reuse-values',
+                           "--set compatWithCPUManager=true", *[x for w in drv for x in ("--set", w)])])
         out.append(remedy("Have the device plugin pass device specs", label(st), change,
                           "nothing else: the plugin reads PASS_DEVICE_SPECS from its env, which overrides its config file"
                           if static else "chart >= v0.7.0; use --set, never --set-string (a quoted true renders no "
                           "PASS_DEVICE_SPECS from chart v0.12.0 on); check the rendered env afterwards",
                           ("" if static else "compatWithCPUManager also makes the plugin pod privileged; ")
                           + "the plugin pods restart, running GPU pods keep their devices",
-                          f"PASS_DEVICE_SPECS is {node['pass_device_specs']}: the plugin then puts the GPU nodes into the "
+                          f"PASS_DEVICE_SPECS is {setting(node['pass_device_specs'])}: the plugin then puts the GPU nodes into the "
                           "CRI request, so they reach linux.devices and survive a daemon-reload; it does not protect "
                           "pods that get GPUs by NVIDIA_VISIBLE_DEVICES=all (the plugin itself, dcgm-exporter)"))
     if "cdi-cri" not in (node["device_list_strategy"] or []) and st.get("engine") in ("containerd", "k3s", "rke2", "crio"):
-        change = ([f"kubectl -n {ns} set env daemonset/nvidia-device-plugin-daemonset DEVICE_LIST_STRATEGY=cdi-cri"]
-                  if static else head + [" ".join(['helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE"',
-                                                   "--reuse-values --set deviceListStrategy=cdi-cri",
-                                                   f"--set nvidiaDriverRoot={root or '/'}"])])
+        change = (bad + [(*kubectl, "DEVICE_LIST_STRATEGY=cdi-cri")]
+                  if static else head + [('helm upgrade "$RELEASE" nvdp/nvidia-device-plugin -n "$NAMESPACE"',
+                                          "--reuse-values --set deviceListStrategy=cdi-cri",
+                                          "--set", Ev("path", root or "/", "nvidiaDriverRoot="))])
         out.append(remedy("Or: have the device plugin request devices through CDI (cdi-cri)", label(st), change,
                           "chart >= v0.15.0 (cdi-cri), Kubernetes >= 1.29 (DevicePluginCDIDevices beta), and CDI enabled "
                           "in the engine first" + (" (the containerd step above)" if st.get("engine") != "crio"
@@ -167,8 +195,8 @@ def gpu_operator(st, node, dp) -> list[dict]:
 def hami(st, node, root) -> list[dict]:
     """HAMi's own chart values (stacks.md 4): NVIDIA's ``compatWithCPUManager`` is an unknown value there
     and silently ignored."""
-    rel, ns = _release(st, "device-plugin")
-    head = [f"RELEASE={rel}", f"NAMESPACE={ns}", "CHART=hami-charts/hami",
+    rel, ns, bad = _release(st, "device-plugin")
+    head = bad + _vars(rel, ns) + ["CHART=hami-charts/hami",
             "# check all three with: helm list -A (CHART is the repo/chart the release came from)"]
     out = []
     if node["pass_device_specs"] is not True:
@@ -182,8 +210,9 @@ def hami(st, node, root) -> list[dict]:
                           "is ignored by the HAMi chart; passDeviceSpecsEnabled renders PASS_DEVICE_SPECS"))
     if "cdi-cri" not in (node["device_list_strategy"] or []) and st.get("engine") in ("containerd", "k3s", "rke2", "crio"):
         out.append(remedy("Or: have HAMi's device plugin request devices through CDI", label(st),
-                          head + ['helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values '
-                                  f"--set devicePlugin.deviceListStrategy=cdi-cri --set devicePlugin.nvidiaDriverRoot={root or '/'}"],
+                          head + [('helm upgrade "$RELEASE" "$CHART" -n "$NAMESPACE" --reuse-values '
+                                   "--set devicePlugin.deviceListStrategy=cdi-cri --set",
+                                   Ev("path", root or "/", "devicePlugin.nvidiaDriverRoot="))],
                           "HAMi chart >= v2.8.0 (deviceListStrategy, nvidiaDriverRoot) and CDI enabled in the engine; "
                           "read from the chart template, not HAMi's docs (stacks.md 4 [D])",
                           "the HAMi device-plugin pods restart", "devices requested by CDI enter linux.devices"))
@@ -204,14 +233,14 @@ def bottlerocket(st, node, rendered: dict | None = None) -> list[dict]:
                    "Bottlerocket >= v1.23.0 (the settings API for the device plugin; earlier releases pass specs "
                    "from v1.15.0 by default); the key is kubelet-device-plugins.nvidia, not kubelet-device-plugin",
                    "the host service nvidia-k8s-device-plugin restarts",
-                   f"PASS_DEVICE_SPECS is {seen}; Bottlerocket's default (true) puts the GPU "
+                   f"PASS_DEVICE_SPECS is {setting(seen)}; Bottlerocket's default (true) puts the GPU "
                    "nodes into the spec; the plugin is a host service, so kubectl and Helm remedies do not apply")]
 
 
 def _cdi_spec(st, root, output: str, why: str) -> dict:
     """The "Generate a CDI spec" remedy: ``nvidia-ctk cdi generate`` into ``output``, with the driver root."""
     return remedy("Generate a CDI spec for the GPUs", label(st),
-                  [" ".join([f"nvidia-ctk cdi generate --output={output}", *_root_args(root, "--driver-root")])],
+                  [(f"nvidia-ctk cdi generate --output={output}", *root_args(root, "--driver-root"))],
                   "NVIDIA Container Toolkit >= 1.12.0", None, why)
 
 
@@ -251,11 +280,11 @@ def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
     if not specs_ok:
         out.append(_cdi_spec(st, root, "/var/run/cdi/nvidia.yaml", "the runtime's cdi mode resolves devices from the CDI specs"))
     users = st.get("hook_users") or []
+    src = runtime["nvidia_runtime"].get("source")
     out.append(remedy("Switch nvidia-container-runtime to CDI mode", label(st),
-                      ["nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi"
-                       + (f" --config-file={runtime['nvidia_runtime']['source']}"
-                          if str(runtime["nvidia_runtime"].get("source") or "").startswith("/") and
-                          runtime["nvidia_runtime"]["source"] != "/etc/nvidia-container-runtime/config.toml" else "")],
+                      [("nvidia-ctk config --in-place --set nvidia-container-runtime.mode=cdi",
+                        *([Ev("path", src, "--config-file=")] if str(src or "").startswith("/") and
+                          src != "/etc/nvidia-container-runtime/config.toml" else []))],
                       "a CDI spec for the GPUs" + ("; every standalone-hook user below moved to CDI first" if users else ""),
                       (f"{HOOK_BREAK}: these would stop starting: {'; '.join(users)}" if users else
                        "none seen here: no OCI hook file, Docker, CRI-O or plain runc container uses the standalone "

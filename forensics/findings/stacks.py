@@ -1,7 +1,7 @@
 """Which GPU stack the node runs, from evidence: the container engine(s), the device plugin's kind, the
 containerised driver's root, and who uses the standalone ``nvidia-container-runtime-hook``.
 
-What identifies each stack is ../shared/research/stacks.md (section per stack: 1 NVIDIA chart, 2 GPU
+What identifies each stack is docs/sources.md "GPU stacks" (cited below as "stacks.md N": 1 NVIDIA chart, 2 GPU
 Operator, 4 HAMi, 5 Bottlerocket, 6 Docker, 7 CRI-O, 8 k3s / RKE2). Inputs are plain dicts: the
 runtime_config Reading's ``runtime`` facts (with its ``stack`` entry), the container records of
 collectors/containers/ (their ``engine`` key where h-engines' collector wrote it), the device plugin's

@@ -10,11 +10,10 @@ collectors never make a neighbour's line one of those.
 """
 from __future__ import annotations
 
-import re
-
 from .. import neighbours
 from ..events import Event
 from ..timeutil import iso_z
+from .commands import Ev, command, valid
 from .requester import cite
 
 #: the kinds whose lines may show a neighbouring failure
@@ -26,7 +25,6 @@ READS = frozenset(KINDS) | {"container.created"}
 MAX_EVIDENCE = 20
 #: restarts or re-registrations of a device plugin that make a crash loop without a back-off line
 CRASHLOOP_RESTARTS = 2
-_DNS = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 
 #: class -> (the signatures of forensics.neighbours it gathers, title, what it means and what to change, sources)
 CLASSES: dict[str, tuple[tuple[str, ...], str, str, tuple[str, ...]]] = {
@@ -166,19 +164,18 @@ def _empty_visible_devices(facts: dict, events: list[Event]) -> list[dict]:
     return out
 
 
-def _safe(*names) -> bool:
-    return all(isinstance(n, str) and _DNS.match(n) for n in names)
 
 
 def _checks(name: str, hits: list, node: str | None) -> list[str]:
-    """Read-only commands that check what the class says, built only from names a DNS name may hold (a
-    path or pod name from the evidence with any other character is left out: evidence may be hostile)."""
-    on_node = (f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}" if _safe(node)
-               else "kubectl get pods -A -o wide")
-    pods = sorted({p for e, _s, _g in hits if _safe(*(p := _pod(e)))})
+    """Read-only commands that check what the class says, built only from names that have their grammar
+    (:mod:`forensics.findings.commands`: a path or pod name from the evidence that does not is left out:
+    evidence may be hostile)."""
+    on_node = (command("kubectl get pods -A -o wide --field-selector", Ev("node", node, "spec.nodeName="))
+               or "kubectl get pods -A -o wide")
+    pods = sorted({p for e, _s, _g in hits if valid("namespace", (p := _pod(e))[0]) and valid("pod", p[1])})
     if name == "driver-not-ready":
-        paths = sorted({g["path"] for _e, _s, g in hits if g.get("path") and re.fullmatch(r"[\w./-]+", g["path"])})
-        return ([f"ls -l {p}" for p in paths] + [f"{on_node} | grep -i -E 'driver|toolkit|validator'",
+        paths = sorted({g["path"] for _e, _s, g in hits if valid("path", g.get("path"))})
+        return ([command("ls -l", Ev("path", p)) for p in paths] + [f"{on_node} | grep -i -E 'driver|toolkit|validator'",
                                                  "lsmod | grep nvidia"])
     if name == "cdi-driver-root":
         return ["find / -xdev -name 'libcuda.so.*' 2>/dev/null",

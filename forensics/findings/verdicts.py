@@ -1,22 +1,26 @@
-"""The cause rules, read like the postmortem (../shared/DESIGN.md "Verdicts"), and their registry.
+"""What every cause rule speaks: the verdicts, the :class:`Cause` a rule returns, the incident
+:class:`Window` and :class:`Evidence` it weighs, the :class:`Rule` that holds one cause whole, and
+:func:`weigh`, the one place where "did it happen" and "could it do this here" become a verdict
+(docs/design.md "Verdicts").
 
-Every rule has one signature, ``rule(window, evidence) -> Cause``: the incident :class:`Window`
-(UTC; ``start`` is the last known good, ``end`` the first known bad) and the :class:`Evidence` the
-correlator gathered for it (the events near the window, the coverage of every source, the
-preconditions, the node facts). It returns a :class:`Cause`: the verdict (``confirmed | inferred |
-excluded | undetermined``), the evidence it rests on, the gaps that limit it, and one sentence for the
-reader. A cause is never stated with more certainty than the evidence allows. The correlator weighs
-every rule in :data:`RULES`, in its order, for every incident.
+A rule answers two questions for one incident, each from the evidence it declared (``Rule.needs``):
 
-How to add a cause rule:
+- :class:`Happened`: did the cause happen inside the window? ``yes`` (a source shows it), ``no`` (a
+  source that covers the whole window shows none), ``possibly`` (a source shows it, but not dated
+  inside the window: a zone-less time of a node whose zone is unknown, a state read at collection),
+  ``partly`` (the sources cover part of the window and show none there), ``unknown`` (no source covers
+  any of it);
+- :class:`Mechanism`: could it produce this incident's symptom in this incident's pods on this node?
+  ``shown`` (the node's evidence shows the preconditions hold), ``fits`` (nothing shows they fail:
+  unknown without contradiction), ``disputed`` (two sources disagree: the contradiction is named),
+  ``ruled-out`` (the node's own evidence shows it could not: a reload under the cgroupfs driver, a
+  version mismatch for an EPERM, an application's Xid for a GPU the pod does not hold).
 
-1. one function here, ``def disk_full(window: Window, ev: Evidence) -> Cause``, whose docstring says
-   what confirmed, inferred, excluded and undetermined mean for that cause, and which returns
-   ``Cause("disk-full", ...)`` (use :func:`cite`, :func:`covers` and :func:`gap_sentence`);
-2. one registry line: ``"disk-full": disk_full`` in :data:`RULES` (and, if the report should name it
-   in words, ``"disk-full": "a full disk"`` in :data:`TITLES`; else it is named by its kind);
-3. one test file, ``tests/test_rule_disk_full.py``, calling the rule with a window and an
-   :class:`Evidence` built from real-looking events and coverage, one test per verdict.
+:func:`weigh` turns the pair into the verdict: confirmed = happened and (shown or fits); inferred =
+happened but disputed, possibly happened (undated), or the mechanism shown while the source of the
+trigger covers only part of the window; excluded = a covering source shows none, or it could not have done it here (even when it
+happened: the reason says both); undetermined = the rest. A wrong "excluded" is worse than an honest
+"undetermined": only a covering source or the node's own evidence excludes, never a default.
 """
 from __future__ import annotations
 
@@ -25,22 +29,28 @@ from datetime import datetime
 from typing import Callable, NamedTuple
 
 from ..events import Coverage, Event
-from ..timeutil import ZONE_UNCERTAINTY, ZONE_UNKNOWN_NOTE, human, iso_z
-from .requester import REQUESTER_LOOKAHEAD, REQUESTER_LOOKBACK, cite, describe_requester, requester
+from ..timeutil import human, iso_z
+from .requester import REQUESTER_LOOKAHEAD, REQUESTER_LOOKBACK, cite
 
-__all__ = ["CONFIRMED", "INFERRED", "EXCLUDED", "UNDETERMINED", "Cause", "Window", "Evidence", "RULES", "TITLES",
-           "REQUESTER_LOOKAHEAD", "REQUESTER_LOOKBACK", "cite", "covers", "gap_sentence", "describe_requester",
-           "requester", "daemon_reload", "package_transaction", "reboot"]
+__all__ = ["CONFIRMED", "INFERRED", "EXCLUDED", "UNDETERMINED", "Cause", "Window", "Scope", "Evidence", "Rule",
+           "Happened", "Mechanism", "weigh", "REQUESTER_LOOKAHEAD", "REQUESTER_LOOKBACK", "cite", "covers",
+           "gap_sentence", "explains", "MECHANISMS", "symptom_lines", "coverage_of", "first_seen"]
 
 CONFIRMED, INFERRED, EXCLUDED, UNDETERMINED = "confirmed", "inferred", "excluded", "undetermined"
+#: how well a mechanism supports a cause that fits, best first (the headline ranks by the verdict, then
+#: by this, then by the rules' order); a cause made without one ranks as ``fits``
+MECHANISMS = {"shown": 0, "fits": 1, "disputed": 2}
 
 
 @dataclass
 class Cause:
-    """A candidate cause with its verdict. ``at`` is UTC or ``None``; ``evidence`` items are
-    ``{"artifact", "line"|"cursor", "summary", "at"}``; ``gaps`` are sentences naming what a
-    source did not cover; ``contradictions`` are sentences naming two sources that disagree (direct
-    evidence of the cause against a precondition read from another source)."""
+    """A candidate cause with its verdict, for one incident. ``at`` is UTC or ``None``; ``evidence``
+    items are ``{"artifact", "line"|"cursor", "summary", "at"}``; ``gaps`` are sentences naming what a
+    source did not cover; ``contradictions`` are sentences naming two sources that disagree;
+    ``mechanism`` is the :class:`Mechanism` state the verdict rests on (``shown``, ``fits``,
+    ``disputed``, ``ruled-out``); ``remedy`` is the rule's remedy for a cause that fits (``{"what",
+    "commands", "why", "sources"}``) or ``None``; ``detail`` holds what the rule found, as data (the Xid
+    and its catalog entry, the versions that differ, ...), for the report's tables."""
 
     kind: str
     verdict: str
@@ -50,6 +60,9 @@ class Cause:
     evidence: list[dict] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
+    mechanism: str | None = None
+    remedy: dict | None = None
+    detail: dict = field(default_factory=dict)
 
 
 class Window(NamedTuple):
@@ -59,29 +72,149 @@ class Window(NamedTuple):
     end: datetime
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What one incident is about: its ``symptom`` class (a key of
+    :data:`forensics.neighbours.SYMPTOM_CLASSES`; ``unknown`` when no line names it), the ``pods``
+    (``"namespace/name"``) and ``containers`` (runtime ids) its opening evidence names. Empty: the incident
+    names none, and a rule then judges the node's GPU containers, saying so."""
+
+    symptom: str = "unknown"
+    pods: frozenset = frozenset()
+    containers: frozenset = frozenset()
+
+
 @dataclass
 class Evidence:
-    """What a rule weighs for one window.
+    """What a rule weighs for one incident.
 
     ``events``: the timeline's events from :data:`REQUESTER_LOOKBACK` before the window to
-    :data:`REQUESTER_LOOKAHEAD` after it, in time order (the whole timeline when it was not in order);
-    ``coverage``: one :class:`~forensics.events.Coverage` per source name; ``preconditions``: a name
-    (``systemd_cgroup``, ``gpu_outside_spec``) -> True/False/None; ``node``: the manifest's node facts
-    (``boot_id``, ...); ``boots``: every ``journal.boot`` event of the whole timeline (a boot's first
-    entry dates its start only when an earlier boot precedes it); ``basis``: a precondition's name ->
-    where its value was read, or why it is unknown (``systemd_cgroup_basis`` of collectors/runtime_config).
+    :data:`REQUESTER_LOOKAHEAD` after it (±14 h when zone-less times are uncertain), in time order;
+    ``coverage``: one :class:`~forensics.events.Coverage` per source name; ``node``: the manifest's node
+    facts (``boot_id``, ...); ``boots``: every ``journal.boot`` event of the whole timeline; ``facts``: the
+    collectors' facts (:class:`forensics.source.Facts`: a rule reads the keys it declares in
+    :attr:`Rule.needs`); ``exposure``: the exposure section (its container rows are the node's GPU
+    containers as the evidence shows them); ``scope``: the incident's :class:`Scope`; ``all_events``:
+    the whole timeline (for facts older than the window: a module loaded at boot, a GPU's UUID line);
+    ``window``: the incident's window.
     """
 
     events: list[Event] = field(default_factory=list)
     coverage: dict[str, Coverage] = field(default_factory=dict)
-    preconditions: dict = field(default_factory=dict)
     node: dict = field(default_factory=dict)
     boots: list[Event] = field(default_factory=list)
-    basis: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    exposure: dict = field(default_factory=dict)
+    scope: Scope = field(default_factory=Scope)
+    all_events: list[Event] | None = None
+    #: the incident's window (UTC), for what depends on it beyond the events (which containers existed then)
+    window: "Window | None" = None
+
+    def everything(self) -> list[Event]:
+        """The whole timeline when it was handed over, else the window's events."""
+        return self.all_events if self.all_events is not None else self.events
 
 
-def _in(events: list[Event], kind: str, start: datetime, end: datetime) -> list[Event]:
-    return [e for e in events if e.kind == kind and start <= e.at <= end]
+@dataclass
+class Happened:
+    """Did the cause happen inside the window: ``state`` ``yes|no|possibly|partly|unknown`` (module docstring),
+    ``said`` one sentence (for ``yes``: what and when, with the artifact and line), ``at`` the first
+    occurrence (UTC), ``evidence`` cited records, ``gaps`` sentences naming what the sources do not
+    cover."""
+
+    state: str
+    said: str
+    at: datetime | None = None
+    evidence: list[dict] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    requested_by: dict | None = None
+
+
+@dataclass
+class Mechanism:
+    """Could the cause produce this incident's symptom here: ``state``
+    ``shown|fits|disputed|ruled-out`` (module docstring), ``said`` one sentence naming where each
+    precondition was read (file, field) or that it is unknown, ``evidence`` cited records,
+    ``contradictions`` the disagreements (for ``disputed``)."""
+
+    state: str
+    said: str
+    evidence: list[dict] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
+
+
+def weigh(kind: str, happened: Happened, mechanism: Mechanism, detail: dict | None = None) -> Cause:
+    """The verdict of one cause from its two answers (the table in the module docstring), with one reason
+    that says both: what happened (or what covers the window) and whether it could have done it here."""
+    h, m = happened, mechanism
+    evidence = h.evidence + [e for e in m.evidence if e not in h.evidence]
+    common = dict(at=h.at, requested_by=h.requested_by, evidence=evidence, gaps=list(h.gaps),
+                  mechanism=m.state, detail=detail or {})
+    if m.state == "ruled-out":  # it happened or not, it could not have done this here: that is the reason
+        joined = (f"{h.said} It could not have caused this incident, though: {m.said}" if h.state == "yes"
+                  else f"{h.said} {m.said}" if h.state == "no" else f"{m.said} ({h.said})")
+        return Cause(kind, EXCLUDED, joined, **common)
+    if h.state == "yes":
+        if m.state == "disputed":
+            return Cause(kind, INFERRED, f"{h.said} It is not confirmed as the cause, because the sources contradict "
+                         f"each other: {'; '.join(m.contradictions)}.", contradictions=list(m.contradictions), **common)
+        return Cause(kind, CONFIRMED, f"{h.said} {m.said}", **common)
+    if h.state == "no":
+        return Cause(kind, EXCLUDED, h.said, **common)
+    if h.state == "possibly" or (h.state == "partly" and m.state == "shown"):
+        return Cause(kind, INFERRED, f"{h.said} {m.said}", contradictions=list(m.contradictions), **common)
+    return Cause(kind, UNDETERMINED, f"{h.said} {m.said}", contradictions=list(m.contradictions), **common)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One cause, whole: its ``kind`` (``daemon-reload``), ``title`` as the report names it ("a systemd
+    daemon-reload"), the symptom classes it ``explains`` (keys of
+    :data:`forensics.neighbours.SYMPTOM_CLASSES`; ``unknown`` is always explainable), the evidence it
+    ``needs`` (coverage sources and fact keys it reads: the "Causes checked" table names them), ``judge``
+    (``judge(window, evidence) -> Cause``, through :func:`weigh`), ``remedy`` (``remedy(cause, evidence)
+    -> {"what", "commands", "why", "sources"} | None`` for a cause that fits), ``sentence`` (the top of
+    the report's sentence for a cause that fits, ``sentence(cause, when) -> str``; None: the reason) and
+    ``severity`` (``node``: the node's GPU needs action, ``pod``: the pod's own fault, ``config``: the
+    node's set-up; what the headline says to do first)."""
+
+    kind: str
+    title: str
+    explains: frozenset
+    needs: tuple
+    judge: Callable[[Window, Evidence], Cause]
+    remedy: Callable[[Cause, Evidence], dict | None] | None = None
+    sentence: Callable[[Cause, str], str] | None = None
+    severity: str = "config"
+
+
+def explains(rule_explains: frozenset, scope: Scope, title: str) -> Mechanism | None:
+    """``None`` when a cause of this kind can produce the incident's symptom class, else the ``ruled-out``
+    :class:`Mechanism` that says it cannot (the class is known and not among ``rule_explains``)."""
+    from ..neighbours import SYMPTOM_CLASSES
+    if scope.symptom in ("unknown", None) or scope.symptom in rule_explains:
+        return None
+    what = SYMPTOM_CLASSES.get(scope.symptom, scope.symptom)
+    return Mechanism("ruled-out", f"{title[:1].upper()}{title[1:]} does not produce this incident's symptom: {what}.")
+
+
+#: the kinds whose lines carry a neighbouring failure's signature (forensics/neighbours.py)
+SYMPTOM_KINDS = ("journal.symptom", "container.log-symptom", "kube.event")
+
+
+def symptom_lines(window: Window, ev: Evidence, signatures: tuple) -> list[Event]:
+    """The lines of ``signatures`` (forensics/neighbours.py) inside ``window``: the journal's and the pod
+    logs' symptom lines, and the Kubernetes events whose message shows one."""
+    from ..neighbours import match
+    start, end = window
+    out = []
+    for e in ev.events:
+        if e.kind not in SYMPTOM_KINDS or not start <= e.at <= end:
+            continue
+        sig = e.attrs.get("signature") if e.kind != "kube.event" else (match(str(e.attrs.get("message") or "")) or (None,))[0]
+        if sig in signatures:
+            out.append(e)
+    return out
 
 
 def covers(cov: Coverage | None, start: datetime, end: datetime) -> bool:
@@ -108,180 +241,40 @@ def gap_sentence(name: str, cov: Coverage | None, start: datetime, end: datetime
     return None
 
 
-def daemon_reload(window: Window, ev: Evidence) -> Cause:
-    """``systemctl daemon-reload`` (or SIGHUP to PID 1) inside the window.
-
-    confirmed: a PID-1 reload line in the window, and no precondition is known to fail;
-    inferred: a PID-1 reload line in the window while a precondition reads as failing (direct evidence
-    beats a setting: the sources contradict each other, and ``contradictions`` says which), or no
-    reload line, but the journal does not cover the window and the mechanism fits;
-    excluded: no reload line in the window, and the journal covers the window or a precondition fails
-    (e.g. the cgroupfs driver, where a reload rebuilds no container's device rules); never when a
-    reload line is in the window;
-    undetermined: there is no journal at all. When systemd logged no caller, the requester is read from the
-    timeline, package history included: ``gaps`` then also names dpkg's and apt's gaps in the
-    :data:`REQUESTER_LOOKBACK` before the reload (a package log cut at the size bound, a missing rotation).
-    ``ev.preconditions`` maps a name (``systemd_cgroup``, ``gpu_outside_spec``) to True/False/None
-    (None: unknown, never read as failing); ``ev.basis`` says where each was read.
-    """
-    (start, end), events, cov, preconditions = window, ev.events, ev.coverage, ev.preconditions
-    j = cov.get("journal")
-    failed = [k for k, v in preconditions.items() if v is False]
-    unknown = [k for k, v in preconditions.items() if v is None]
-    gaps = [g for g in [gap_sentence("journal", j, start, end)] if g]
-    pre_note = (f" Preconditions not yet assessed from the bundle: {', '.join(_based(k, ev) for k in unknown)}."
-                if unknown else "")
-    reloads = _in(events, "journal.reload", start, end)
-    if failed and not reloads:
-        return Cause("daemon-reload", EXCLUDED, f"A reload cannot revoke the GPU here: {', '.join(failed)} "
-                     f"does not hold.", gaps=gaps)
-    if reloads:
-        first = reloads[0]
-        asked = [requester(r, events) for r in reloads]
-        req = asked[0]
-        more = ""
-        cited = [cite(e) for e in reloads]
-        if len(reloads) > 1:  # each reload is cited with its own requester; the first is the one reported
-            each = "; ".join(f"{iso_z(r.at)} (line {r.evidence.get('line')}), {describe_requester(q, others=False)}"
-                             for r, q in zip(reloads, asked))
-            more = (f" ({len(reloads)} reloads in the window; the first one revokes the device rules, so it is the "
-                    f"one reported, and each later one rebuilds the same rules: {each})")
-            for c, q in zip(cited, asked):
-                c["requested_by"] = {k: v for k, v in q.items() if k != "_evidence"}
-        by = describe_requester(req)
-        if req["basis"] != "caller-line":  # who asked is read from package history too: its gaps before the reload
-            gaps += [g for n in ("dpkg", "apt") if n in cov
-                     and (g := gap_sentence(n, cov[n], first.at - REQUESTER_LOOKBACK, first.at))]
-        if j and j.start and j.start > start:
-            more += (f"; the journal starts only at {human(j.start)}, so an earlier reload in the window "
-                     "cannot be seen and this one may not be the first")
-        said = (f"PID 1 logged the reload at {human(first.at)}, inside the window{more} "
-                f"({first.evidence.get('artifact')} line {first.evidence.get('line')}); {by}.")
-        against = [f"{_based(k, ev)} does not hold, yet PID 1 logged a daemon-reload inside the window "
-                   f"({first.evidence.get('artifact')} line {first.evidence.get('line')})" for k in failed]
-        if against:  # the reload happened; whether it could revoke the GPU is what the sources dispute
-            said += (f" It is not excluded, and not confirmed as the cause, because the sources contradict each "
-                     f"other: {'; '.join(against)}.")
-        return Cause("daemon-reload", INFERRED if against else CONFIRMED, said + pre_note,
-                     at=first.at, requested_by=req, evidence=cited + req.pop("_evidence", []),
-                     gaps=gaps, contradictions=against)
-    if j is None or j.start is None:
-        return Cause("daemon-reload", UNDETERMINED, "No journal could be read, so no source can show or rule "
-                     "out a reload in the window.", gaps=gaps)
-    if covers(j, start, end):
-        return Cause("daemon-reload", EXCLUDED, f"The journal covers the whole window ({iso_z(j.start)} .. "
-                     f"{iso_z(j.end)}) and PID 1 logged no reload in it.", gaps=gaps)
-    if j.start > start:
-        hole = f"the journal starts only at {human(j.start)} (older entries rotated away), so from {human(start)} " \
-               f"until then a reload can be neither shown nor ruled out"
-    else:
-        hole = f"the journal ends at {human(j.end)}, before the window closes"
-    return Cause("daemon-reload", INFERRED,
-                 f"PID 1 logged no reload in the part of the window the journal covers, but {hole}; "
-                 f"a reload there fits the symptom.{pre_note}", gaps=gaps)
+def coverage_of(names: tuple, ev: Evidence, window: Window, what: str) -> Happened:
+    """The :class:`Happened` of a cause the sources ``names`` would show and do not: ``no`` when one of them
+    covers the whole window, ``partly`` when one covers part of it, ``unknown`` when none holds any of it;
+    ``what`` is the clause for the sentence ("logged no Xid")."""
+    start, end = window
+    present = [n for n in names if (c := ev.coverage.get(n)) and c.start]
+    gaps = [g for n in names if (g := gap_sentence(n, ev.coverage.get(n), start, end))]
+    whole = [n for n in present if covers(ev.coverage[n], start, end) and not ev.coverage[n].uncertain]
+    if whole:
+        c = ev.coverage[whole[0]]
+        return Happened("no", f"The {whole[0]} covers the whole window ({iso_z(c.start)} .. {iso_z(c.end)}) and {what} "
+                        "in it.", gaps=[g for g in gaps if not g.startswith(whole[0])])
+    part = [n for n in present if ev.coverage[n].end and ev.coverage[n].end >= start and ev.coverage[n].start <= end]
+    if part:
+        c = ev.coverage[part[0]]
+        return Happened("partly", f"The {part[0]} {what} in the part of the window it covers ({iso_z(max(c.start, start))}"
+                        f" .. {iso_z(min(c.end, end))}); before or after that nothing shows it either way.", gaps=gaps)
+    if present:  # the source holds data, only not of the window (rotated away before it, or ended before it)
+        c = ev.coverage[present[0]]
+        when = (f"starts only at {human(c.start)} (older entries rotated away)" if c.start > end
+                else f"ends at {human(c.end)}, before the window")
+        return Happened("partly", f"The {present[0]} {when}, so in the window ({human(start)} .. {human(end)}) it can "
+                        "neither show nor rule this out.", gaps=gaps)
+    return Happened("unknown", f"No source that would show it covers the window ({', '.join(names)}).",
+                    gaps=gaps or [f"{n}: not collected" for n in names])
 
 
-def _based(name: str, ev: Evidence) -> str:
-    """A precondition's name with where it was read: ``systemd_cgroup (default (runtime runc); read from
-    /etc/containerd/config.toml)``, or the bare name when no basis is known."""
-    return f"{name} ({ev.basis[name]})" if ev.basis.get(name) else name
-
-
-def package_transaction(window: Window, ev: Evidence) -> Cause:
-    """A package transaction (apt stanza, dpkg action, unattended-upgrades run) inside the window.
-
-    confirmed: dpkg.log, apt history.log or the unattended-upgrades log shows one inside it (a
-    dpkg ``startup`` line alone is none), its time read in the node's known zone; inferred: one lies
-    within :data:`~forensics.timeutil.ZONE_UNCERTAINTY` (±14 h) of the window while the node's zone is
-    unknown (events flagged ``tz-unknown``): inside the widened window, never confirmed on time alone;
-    excluded: dpkg.log or history.log covers the whole window with no hole in it
-    (:func:`covers`), its times are certain, and it shows none; undetermined: no package log covers it,
-    or the only counter-evidence is zone-less times of a node whose zone is unknown (``uncertain``
-    coverage: the gap says so). Without a package log nothing points either way.
-    """
-    (start, end), events, cov = window, ev.events, ev.coverage
-    kinds = ("package.transaction", "package.dpkg-action", "package.unattended-run")
-    pad = ZONE_UNCERTAINTY
-    near = [e for e in events if e.kind in kinds and start - pad <= e.at <= end + pad
-            and not (e.kind == "package.dpkg-action" and e.attrs.get("action") == "startup")]
-    hits = [e for e in near if "tz-unknown" not in e.flags and start <= e.at <= end]
-    loose = [e for e in near if "tz-unknown" in e.flags]
-    names = [n for n in ("dpkg", "apt", "unattended-upgrades") if n in cov]
-    covering = [n for n in ("dpkg", "apt") if covers(cov.get(n), start, end)]
-    gaps = [g for n in names if (g := gap_sentence(n, cov.get(n), start, end))]
-    zone = sorted({c.uncertain for n in names if (c := cov.get(n)) and c.uncertain})
-    gaps += zone
-    if hits:
-        first = hits[0]
-        return Cause("package-transaction", CONFIRMED, f"{len(hits)} package log entries fall inside the window, the "
-                     f"first at {iso_z(first.at)}: {first.summary}.{_ships(hits)}", at=first.at,
-                     evidence=[cite(e) for e in hits[:20]], gaps=gaps)
-    if loose:
-        first = loose[0]
-        return Cause("package-transaction", INFERRED, f"{len(loose)} package log entries lie within ±14 h of the "
-                     f"window, the first read as {iso_z(first.at)}: {first.summary}. The node's time zone is unknown, "
-                     "so these zone-less times may fall inside the window or not; nothing else dates them."
-                     f"{_ships(loose)}", at=first.at, evidence=[cite(e) for e in loose[:20]],
-                     gaps=gaps or [ZONE_UNKNOWN_NOTE])
-    if covering and not any(cov[n].uncertain for n in covering):
-        spans = "; ".join(f"{n} from {iso_z(cov[n].start)}" for n in covering)
-        return Cause("package-transaction", EXCLUDED, f"Package history covers the whole window ({spans}) and "
-                     "records no install, upgrade or removal inside it.", gaps=gaps)
-    if covering:
-        return Cause("package-transaction", UNDETERMINED, "Package history records no install, upgrade or removal "
-                     "within ±14 h of the window, but its times carry no zone and the node's time zone is unknown, "
-                     "so it cannot rule one out.", gaps=gaps)
-    return Cause("package-transaction", UNDETERMINED, "No package log covers the window, so a transaction inside it "
-                 "can be neither shown nor ruled out.", gaps=gaps or ["no dpkg or apt history in the bundle"])
-
-
-def _ships(hits: list[Event]) -> str:
-    """The sentence naming the packages with systemd units among ``hits``, or ``""``."""
-    units = sorted({p for e in hits for p in (e.attrs.get("ships_units") if isinstance(e.attrs.get("ships_units"), list)
-                                              else ([e.attrs.get("package")] if e.attrs.get("ships_units") else []))})
-    return (f" Packages with systemd units changed ({', '.join(units[:5])}); their maintainer scripts run "
-            "`systemctl daemon-reload`.") if units else ""
-
-
-def reboot(window: Window, ev: Evidence) -> Cause:
-    """A reboot inside the window: a boot whose first entry (journal) or btime (/proc/stat) falls in it.
-
-    confirmed: the running boot's btime, or a new boot's first journal entry, falls inside the window;
-    excluded: the running boot began before the window and was still running at collection (a single
-    boot spans the window), or the journal covers the window and shows no new boot; undetermined:
-    neither the boot time nor the journal covers it. Never inferred. A boot's first entry in the
-    journal is its start only when an earlier boot precedes it in the journal (``ev.boots``): the
-    oldest boot in a rotated journal began before its first surviving entry, and the running boot
-    (``ev.node["boot_id"]``, from /proc) is dated by btime instead.
-    """
-    (start, end), cov, running_boot_id = window, ev.coverage, ev.node.get("boot_id")
-    all_boots = [e for e in ev.boots if e.kind == "journal.boot"]
-    norm = lambda b: (b or "").replace("-", "").lower()  # noqa: E731
-    boots = [e for i, e in enumerate(all_boots) if i > 0 and start < e.at <= end
-             and not (running_boot_id and norm(e.attrs.get("boot_id")) == norm(running_boot_id))]
-    b = cov.get("boot")
-    if b and b.start and start < b.start <= end:
-        return Cause("reboot", CONFIRMED, f"The running boot started {iso_z(b.start)}, inside the window.",
-                     at=b.start, evidence=[{"artifact": "node/proc-stat", "summary": b.reason, "at": iso_z(b.start)}])
-    if boots:
-        return Cause("reboot", CONFIRMED, f"The journal shows a new boot at {iso_z(boots[0].at)}, inside the window.",
-                     at=boots[0].at, evidence=[cite(e) for e in boots])
-    if covers(b, start, end):
-        return Cause("reboot", EXCLUDED, f"A single boot spans the window: {b.reason}, and it was still running at "
-                     "collection.", evidence=[{"artifact": "node/proc-stat", "summary": b.reason, "at": iso_z(b.start)}])
-    j = cov.get("journal")
-    if covers(j, start, end):
-        return Cause("reboot", EXCLUDED, "The journal covers the window and shows no new boot inside it.")
-    return Cause("reboot", UNDETERMINED, "Neither the boot time nor the journal covers the window.",
-                 gaps=[g for g in [gap_sentence("journal", j, start, end), gap_sentence("boot", b, start, end)] if g])
-
-
-#: the cause rules, by the kind of the Cause each returns; the correlator weighs them in this order
-RULES: dict[str, Callable[[Window, Evidence], Cause]] = {
-    "daemon-reload": daemon_reload,
-    "package-transaction": package_transaction,
-    "reboot": reboot,
-}
-#: how the report's verdict sentences name each cause (a kind missing here is named by its kind)
-TITLES = {"daemon-reload": "a systemd daemon-reload", "package-transaction": "a package transaction",
-          "reboot": "a reboot"}
+def first_seen(hits: list[Event], what: str) -> Happened:
+    """The ``yes`` :class:`Happened` of ``hits`` (non-empty, in time order): the first one dated and cited,
+    with how many there are."""
+    first = hits[0]
+    where = first.evidence.get("artifact")
+    line = first.evidence.get("line")
+    pos = f"{where} line {line}" if line is not None else f"{where}, cursor {first.evidence.get('cursor')}"
+    more = f" ({len(hits)} in the window)" if len(hits) > 1 else ""
+    return Happened("yes", f"{what} at {human(first.at)}, inside the window{more} ({pos}).", at=first.at,
+                    evidence=[cite(e) for e in hits[:20]])

@@ -8,8 +8,9 @@ TIMES_HELP = """
 
 times (--incident START..END, --since): ISO 8601 with an offset (2026-11-30T14:00+01:00); a date or
 time without one, read in the NODE's zone from --root and said so (2026-11-30, 2026-11-30T14:00);
-now, today, yesterday; a time ago (-2h, 2d, 90m ago); END may be +30m (after START).
-  e.g. --incident -2h..now   --incident 2026-11-30T14:00..+30m   --since 2d   --since yesterday"""
+a clock time there (14:00: today's, or yesterday's while still to come; yesterday 23:00; an END before
+START is the next day's); now, today, yesterday; a time ago (-2h, 2d, 90m ago); END may be +30m.
+  e.g. --incident 14:00..15:00   --incident -2h..now   --incident 'yesterday 23:00..01:30'"""
 
 
 def collect_args(p: argparse.ArgumentParser) -> None:
@@ -21,7 +22,8 @@ def collect_args(p: argparse.ArgumentParser) -> None:
                                  "(default ./gpu-forensics-<node>-<UTC time>)")
     p.add_argument("--incident", action="append", default=[], metavar="START..END[=LABEL]",
                    help="incident window; START and END each ISO 8601 with an offset, a date or time without "
-                        "one (read in the node's zone, said so), now, today, yesterday or a time ago (-2h, 2d); "
+                        "one (read in the node's zone, said so), a clock time (14:00, yesterday 23:00), now, today, "
+                        "yesterday or a time ago (-2h, 2d); "
                         "END may be +30m after START; repeatable")
     p.add_argument("--node", help="node name to record (default: the host's /etc/hostname)")
     for o in collector_options():

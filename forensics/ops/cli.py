@@ -1,17 +1,17 @@
-"""Command line (../shared/DESIGN.md "Command line"; stable, scripts depend on it).
+"""Command line (docs/design.md "Command line and JSON: stable"; stable, scripts depend on it).
 
 Exit codes: 0 done; 1 done with gaps (evidence missing, unreadable, or cut by --time-budget: each
 named on stderr); 2 usage error (an output that exists or is being written included); 3 bundle invalid
 or tampered; 4 ``drill``: still exposed; 5 an output could not be written (the bundle: full disk,
 read-only or /proc, /sys output, what was written kept as ``<out>.incomplete``, marked with the
-reason; a report; the timeline on stdout), one line saying what to do; 130 / 143 interrupted by
-SIGINT / SIGTERM (the partial bundle kept the same way).
+reason; a report; the timeline on stdout), one line saying what to do; 6 a command this installation
+cannot run (the single-file collector: analyze, fleet, demo); 130 / 143 interrupted by SIGINT /
+SIGTERM (the partial bundle kept the same way).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import sys
@@ -19,25 +19,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..bundle import Bundle, BundleError, verify
-from ..output import BundleWriteError, describe, refuse_pseudo
+from ..bundle import Bundle, BundleError
+from ..output import BundleWriteError, describe, refuse_nonempty, refuse_pseudo
 from ..source import option_values
 from ..timeutil import sane_tz
+from ..words import count_of
 from .args import TIMES_HELP, analyze_args, collect_args, expect_arg, upload_args
 from . import say
+from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE,
+                    Unavailable, UsageError, missing_report_libs, need_reports)
+from .verify import cmd_verify, integrity_of as _integrity
 from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
 
 IGNORED_TZ = sane_tz()  # before any collector (python-systemd) is imported
-EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID, EXIT_WRITE = 0, 1, 2, 3, 5
-#: what the reports import beyond ``collect`` (pyproject.toml's "report" extra; absent from the node image)
-REPORT_LIBS = ("jinja2", "matplotlib")
 PROJECT = Path(__file__).resolve().parents[2]
 SAMPLE_ROOT = PROJECT / "samples" / "node3-gpu"
-
-
-class UsageError(Exception):
-    """Bad input from the user; printed as one line with a hint, exit code 2."""
 
 
 def parse_incident(text: str, clock: NodeClock | None = None) -> dict:
@@ -59,11 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"gpu-forensics {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final summary")
     p.add_argument("-v", "--verbose", action="store_true", help="say what each step does")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    missing = missing_report_libs()  # the single-file collector: analyze, fleet and demo are not offered
+    if missing:
+        p.epilog += (f"\n\nanalyze, fleet and demo are not in this installation (no {', '.join(missing)}): run them "
+                     "where 'pip install gpu-forensics[report]' is, e.g. on a laptop with the bundle")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{collect,run,timeline,verify,drill,watch}"
+                           if missing else None)
+    # a subcommand given no help is left out of the list (argparse lists only those with one; SUPPRESS
+    # would print "==SUPPRESS==" before Python 3.12)
+    offered = (lambda text: {}) if missing else (lambda text: {"help": text})
     c = sub.add_parser("collect", help="copy the evidence into a bundle (read-only on the host)", formatter_class=ex,
                        epilog="example: sudo gpu-forensics collect --out /var/tmp/node3.tar.gz" + TIMES_HELP)
     collect_args(c)
-    a = sub.add_parser("analyze", help="rebuild the timeline and verdicts from a bundle", formatter_class=ex,
+    a = sub.add_parser("analyze", **offered("rebuild the timeline and verdicts from a bundle"), formatter_class=ex,
                        epilog="example: gpu-forensics analyze node3.tar.gz --html report.html")
     analyze_args(a, bundle=True)
     r = sub.add_parser("run", help="collect, then analyze", formatter_class=ex,
@@ -83,14 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("bundle")
     expect_arg(v)
     from . import drill as drill_mod, fleet as fleet_mod
-    f = sub.add_parser("fleet", help="one exposure report across many nodes' bundles", formatter_class=ex,
+    f = sub.add_parser("fleet", **offered("one exposure report across many nodes' bundles"), formatter_class=ex,
                        epilog="example: gpu-forensics fleet bundles/ --out fleet-report")
     fleet_mod.add_arguments(f)
     dr = sub.add_parser("drill", help="after the fix: run daemon-reload and check that GPU containers keep "
                         "their devices (needs --yes-reload-systemd)", formatter_class=ex,
                         epilog="example: sudo gpu-forensics drill --yes-reload-systemd --container trainer-0")
     drill_mod.add_arguments(dr)
-    d = sub.add_parser("demo", help="collect and analyze the embedded sample node", formatter_class=ex,
+    d = sub.add_parser("demo", **offered("collect and analyze the embedded sample node"), formatter_class=ex,
                        epilog="example: gpu-forensics demo --out /tmp/demo")
     d.add_argument("--out", default="gpu-forensics-demo", help="folder for the demo bundle and reports")
     from . import watch as watch_mod
@@ -163,16 +168,6 @@ def _hostname(root: Path) -> str | None:
         return None
 
 
-def _integrity(b: Bundle, expect: str | None) -> dict:
-    """``verify`` of the open bundle ``b``, and the manifest hash against the ticket's (``--expect``):
-    ``{"verified", "problems", "manifest_sha256", "expected_sha256"}`` (analysis.json's ``integrity``)."""
-    problems = verify(b)
-    if expect and expect != b.manifest_sha256:
-        problems.insert(0, f"manifest: manifest.json SHA-256 is {b.manifest_sha256}, the ticket says {expect}")
-    return {"verified": not problems, "problems": problems, "manifest_sha256": b.manifest_sha256,
-            "expected_sha256": expect}
-
-
 def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     """``analyze``: verify the bundle first; one that does not match its manifest (or ``--expect``) is
     not analysed (exit 3) unless ``--allow-tampered``, and then every report carries a banner. The
@@ -205,7 +200,7 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
                 print(p)
             if not getattr(args, "allow_tampered", False):
                 print(f"gpu-forensics: error: {bundle_path}: bundle does NOT match its manifest "
-                      f"({len(integrity['problems'])} problems); not analysed (--allow-tampered analyses it anyway, "
+                      f"({count_of(len(integrity['problems']), 'problem')}); not analysed (--allow-tampered analyses it anyway, "
                       "with a banner in every report)", file=sys.stderr)
                 return EXIT_INVALID
             integrity["analysed_anyway"] = True
@@ -306,32 +301,20 @@ def _quiet_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def cmd_verify(args) -> int:
-    """``verify``: every hash of the bundle, and the manifest's own SHA-256 printed (and compared with
-    ``--expect``). Exit 3 on any problem."""
-    b = Bundle.open(args.bundle, strict=False)
-    try:
-        integrity = _integrity(b, args.expect)
-    finally:
-        b.close()
-    print(f"manifest.json sha256: {integrity['manifest_sha256']}")
-    problems = integrity["problems"]
-    if problems:
-        for p in problems:
-            print(p)
-        print(f"{args.bundle}: bundle does NOT match its manifest{' or the ticket' if args.expect else ''} "
-              f"({len(problems)} problems)")
-        return EXIT_INVALID
-    print(f"{args.bundle}: OK, every artifact matches its SHA-256; " + (
-        "manifest.json matches the ticket's SHA-256" if args.expect else
-        "compare the manifest.json SHA-256 above with the ticket's: a rewritten and resealed bundle verifies too"))
-    return EXIT_OK
-
-
 def cmd_demo(args) -> int:
+    """Collect and analyse the sample node into ``args.out``; :class:`Unavailable` without reports or sample."""
     from .demo import sample
-    with sample() as smp:
-        out = Path(args.out)
+    need_reports("demo")
+    out = Path(args.out)
+    try:
+        refuse_nonempty(out, "--out")
+    except FileExistsError as e:
+        raise UsageError(str(e)) from None
+    with contextlib.ExitStack() as stack:
+        try:
+            smp = stack.enter_context(sample())
+        except FileNotFoundError as e:
+            raise Unavailable(f"demo is not available in this installation: {e}") from None
         out.mkdir(parents=True, exist_ok=True)
         bundle = out / f"bundle-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
         argv = ["gpu-forensics", "collect", "--root", str(smp.root), "--out", str(bundle),
@@ -355,17 +338,20 @@ def main(argv: list[str] | None = None) -> int:
     if IGNORED_TZ is not None:
         print(f"gpu-forensics: note: TZ={IGNORED_TZ!r} is not a valid time zone; ignored (UTC used)", file=sys.stderr)
     full = ["gpu-forensics"] + argv
+    collected: list[Path] = []  # run: the bundle once collected, named if an interrupt comes later
     try:
         if args.cmd == "collect":
             return cmd_collect(args, full)[1]
         if args.cmd == "analyze":
+            need_reports("analyze")
             check_report_paths(args)
             return cmd_analyze(Path(args.bundle), args)
         if args.cmd == "run":
             check_report_paths(args)
-            missing = [m for m in REPORT_LIBS if importlib.util.find_spec(m) is None]
+            missing = missing_report_libs()
             with _chart_child(not missing) as chart:  # forked now: matplotlib is imported while collecting
                 path, rc, digest = cmd_collect(args, full, announce=False)
+                collected.append(path)
                 if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
                     say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
                              f"elsewhere: gpu-forensics analyze {path}")
@@ -381,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "verify":
             return cmd_verify(args)
         if args.cmd == "fleet":
+            need_reports("fleet")
             from . import fleet as fleet_mod
             return fleet_mod.run_args(args)
         if args.cmd == "drill":
@@ -394,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Unavailable as e:
+        print(f"gpu-forensics: error: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except BundleError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_INVALID
@@ -405,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
-        print("gpu-forensics: interrupted by SIGINT", file=sys.stderr)
+        kept = (f"; the bundle was complete and is kept in {collected[0]} (gpu-forensics analyze {collected[0]})"
+                if collected else "")
+        print(f"gpu-forensics: interrupted by SIGINT{kept}", file=sys.stderr)
         return 128 + 2
     except BaseException as e:
         from .pipeline import Interrupted
@@ -424,7 +416,11 @@ def entry() -> None:
     them one by one took 0.4-0.8 s on bench L for nothing: every file main writes is closed, and a
     ``.tar.gz`` bundle's scratch directory removed, before it returns. Standard output and error are
     flushed first; a reader that closed the pipe (``| head``) ends it quietly."""
-    rc = main()
+    try:
+        rc = main()
+    except KeyboardInterrupt:  # before main's own handler: while parsing or importing
+        print("gpu-forensics: interrupted by SIGINT; nothing was collected", file=sys.stderr)
+        rc = 128 + 2
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -35,7 +35,10 @@ from pathlib import Path
 
 from ..bundle import INCOMPLETE, MANIFEST, Bundle, BundleError, verify
 from ..bundle_open import read_bounded
+from ..findings.verdicts import MECHANISMS
 from ..timeutil import iso_z, parse_iso
+from ..words import count_of
+from .fleet_input import ANALYSIS, SUMMARY, problem
 
 SCHEMA = "gpu-forensics/fleet/v1"
 MERGE_WINDOW = timedelta(minutes=10)
@@ -45,6 +48,8 @@ POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "
                "kubernetes.azure.com/agentpool", "agentpool", "oci.oraclecloud.com/node-pool-id",
                "node.kubernetes.io/pool", "nodepool", "pool")
 MAX_TRIGGERS = 300  #: reloads kept per node for "also hit" (the newest)
+MAX_MERGE_MINUTES = 525_600  #: --merge-window at most a year (times stay inside fleet_input.YEARS)
+MAX_JOBS = 256               #: --jobs at most (worker processes)
 MAX_ANALYSIS_JSON = 512 << 20  #: bytes of an analysis .json read (a FIFO or a 2 GiB sparse file is refused)
 
 
@@ -86,7 +91,7 @@ def summarize(path: str | Path) -> dict:
         return {"bundle": str(path), "error": str(e)}
     try:
         problems = verify(b)
-        return node_summary(analyze(b), problems)
+        return checked(analyze(b), problems, str(path))
     except BundleError as e:
         return {"bundle": str(path), "error": str(e)}
     except Exception as e:  # noqa: BLE001 - one bad bundle must not cost the fleet report
@@ -107,9 +112,19 @@ def _summarize_json(path: Path) -> dict:
         schema = a.get("schema") if isinstance(a, dict) else None
         return {"bundle": str(path), "error": f"not a {ANALYSIS_SCHEMA} JSON (schema {schema!r})"}
     try:
-        return {**node_summary(a, []), "bundle": str(path)}
+        return {**checked(a, [], str(path)), "bundle": str(path)}
     except Exception as e:  # noqa: BLE001 - as for a bundle: one bad file must not cost the fleet report
         return {"bundle": str(path), "error": f"summary failed: {type(e).__name__}: {e}"}
+
+
+def checked(a: dict, integrity: list[str], path: str) -> dict:
+    """:func:`node_summary` of ``a`` when ``a`` and the summary fit their schemas
+    (:mod:`forensics.ops.fleet_input`), else ``{"bundle", "error"}`` naming the first value that does
+    not (``skipped: not a valid analysis: incidents[0].window.end: ...``)."""
+    why = problem(a, ANALYSIS)
+    s = node_summary(a, integrity) if why is None else None
+    why = why or problem(s, SUMMARY)
+    return s if why is None else {"bundle": path, "error": f"skipped: not a valid analysis: {why}"}
 
 
 def classify(exposure: dict) -> tuple[str, str]:
@@ -171,11 +186,11 @@ def node_summary(a: dict, integrity: list[str]) -> dict:
         "containerd": pv.get("containerd") or pv.get("containerd.io"), "runc": pv.get("runc"),
         "nvidia-container-toolkit": pv.get("nvidia-container-toolkit"),
     }
-    pkg_attrs = {(e["evidence"].get("artifact"), e["evidence"].get("line")): e["attrs"]
+    pkg_attrs = {(e["evidence"].get("artifact"), e["evidence"].get("line")): e.get("attrs")
                  for e in a.get("timeline") or [] if e["kind"].startswith("package.") and e.get("evidence")}
     incidents = [_incident(inc, pkg_attrs) for inc in a.get("incidents") or []]
-    triggers = [{"at": e["at"], "key": key} for e in a.get("timeline") or []
-                if e["kind"] == "journal.reload" and (key := _unit_key(e["attrs"].get("requester_unit")))]
+    triggers = [{"at": e.get("at"), "key": key} for e in a.get("timeline") or []
+                if e["kind"] == "journal.reload" and (key := _unit_key((e.get("attrs") or {}).get("requester_unit")))]
     return {"node": node, "bundle": source, "collected_at": a.get("collected_at"), "class": cls,
             "reason": reason, "pool": pool, "pool_basis": basis, "settings": settings,
             "containers": {"total": len(rows), "gpu": sum(r.get("gpu_injection") not in (None, "none") for r in rows),
@@ -201,7 +216,7 @@ def _incident(inc: dict, pkg_attrs: dict) -> dict:
     causes = {c["kind"]: c for c in inc.get("causes") or []}
     reload, pkg, boot = causes.get("daemon-reload"), causes.get("package-transaction"), causes.get("reboot")
     packages = []
-    if pkg and pkg["verdict"] == "confirmed":
+    if pkg and pkg.get("verdict") == "confirmed":
         for ev in pkg.get("evidence") or []:
             attrs = pkg_attrs.get((ev.get("artifact"), ev.get("line"))) or {}
             for p in attrs.get("packages") or []:
@@ -212,24 +227,35 @@ def _incident(inc: dict, pkg_attrs: dict) -> dict:
                                 f" → {attrs['new_version']}")
     packages = sorted(set(packages))
     key, label, at, verdict = None, "no cause confirmed", inc["window"]["end"], None
-    if reload and reload["verdict"] == "confirmed":
+    if reload and reload.get("verdict") == "confirmed":
         req = reload.get("requested_by") or {}
         key = _unit_key(req.get("unit")) or (f"dpkg:{req['package'].split(':')[0]}" if req.get("package") else None) \
             or (f"packages:{';'.join(packages)}" if packages else None)
         by = req.get("unit") or (f"dpkg ({req['package']})" if req.get("package") else None) or req.get("comm")
         label = "daemon-reload" + (f" requested by {by}" if by else ", requester unknown")
         at, verdict = reload.get("at") or at, "confirmed"
-    elif pkg and pkg["verdict"] == "confirmed":
+    elif pkg and pkg.get("verdict") == "confirmed":
         key = f"packages:{';'.join(packages)}" if packages else None
         label, at, verdict = "package transaction", pkg.get("at") or at, "confirmed"
-    elif boot and boot["verdict"] == "confirmed":
+    elif boot and boot.get("verdict") == "confirmed":
         key, label, at, verdict = "reboot", "reboot", boot.get("at") or at, "confirmed"
-    elif reload and reload["verdict"] == "inferred":
-        label, verdict = "daemon-reload inferred (the journal does not cover the window)", "inferred"
+    elif (other := _best(inc.get("causes") or [])) is not None:  # the other causes of issue 26, by the title
+        what = str(other.get("title") or other["kind"])
+        key = other["kind"] if other["verdict"] == "confirmed" else None
+        label = what + ("" if other["verdict"] == "confirmed" else " inferred (the evidence does not cover the window)")
+        at, verdict = other.get("at") or at, other["verdict"]
     if packages:
         label += f" during {', '.join(packages[:4])}" + (" ..." if len(packages) > 4 else "")
     return {"id": inc["id"], "symptom": (inc.get("symptom") or "")[:200], "window": inc["window"],
             "at": at, "key": key, "label": label, "verdict": verdict, "packages": packages[:20]}
+
+
+def _best(causes: list[dict]) -> dict | None:
+    """The best-supported cause that fits (confirmed before inferred, a mechanism the node shows first, then the
+    causes' own order, which is the rules'), as analysis.json holds it; ``None`` when none fits."""
+    fit = [c for c in causes if c.get("verdict") in ("confirmed", "inferred")]
+    return min(fit, key=lambda c: (c["verdict"] != "confirmed", MECHANISMS.get(c.get("mechanism"), 1),
+                                   causes.index(c)), default=None)
 
 
 # -- across nodes ----------------------------------------------------------------------------------
@@ -362,17 +388,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_args(args) -> int:
-    """Run ``fleet`` from parsed arguments; prints a summary and returns the exit code."""
+    """Run ``fleet`` from parsed arguments; prints a summary (every text from the inputs through
+    :func:`reports.timeline.inert`: no control character reaches the terminal) and returns the exit code."""
+    from reports.timeline import inert
+    if not 0 <= args.merge_window <= MAX_MERGE_MINUTES or not 1 <= args.jobs <= MAX_JOBS:
+        print(f"gpu-forensics: error: --merge-window must be 0..{MAX_MERGE_MINUTES} minutes and --jobs "
+              f"1..{MAX_JOBS}", file=sys.stderr)
+        return 2
     try:
         paths = find_bundles(args.bundles)
     except FileNotFoundError as e:
-        print(f"gpu-forensics: error: {e}", file=sys.stderr)
+        print(f"gpu-forensics: error: {inert(e, newline=False)}", file=sys.stderr)
         return 2
     if not paths:
         print("gpu-forensics: error: no bundle found (give bundle directories, .tar.gz files, or folders of them)",
               file=sys.stderr)
         return 2
-    report = run(paths, max(1, args.jobs), timedelta(minutes=args.merge_window))
+    report = run(paths, args.jobs, timedelta(minutes=args.merge_window))
     out = Path(args.out)
     html_path, json_path = Path(args.html or out / "fleet.html"), Path(args.json or out / "fleet.json")
     from reports import fleet as fleet_report
@@ -380,18 +412,20 @@ def run_args(args) -> int:
     try:
         fleet_report.write(report, html_path, json_path)
     except OSError as e:
-        print(f"gpu-forensics: error: cannot write the fleet report {e.filename or html_path}: {describe(e)}; "
+        print(f"gpu-forensics: error: cannot write the fleet report {inert(e.filename or html_path, newline=False)}: "
+              f"{describe(e)}; "
               "give --out (or --html, --json) a writable place, e.g. /var/tmp/fleet-report", file=sys.stderr)
         return 5
     c = report["counts"]
-    print(f"{len(report['nodes'])} nodes: {c['broken']} broken, {c['exposed']} exposed, {c['safe']} safe, "
-          f"{c['unknown']} unknown; {len(report['stories'])} stories; {len(report['errors'])} bundles unreadable")
+    print(f"{count_of(len(report['nodes']), 'node')}: {c['broken']} broken, {c['exposed']} exposed, {c['safe']} safe, "
+          f"{c['unknown']} unknown; {count_of(len(report['stories']), 'story')}; "
+          f"{count_of(len(report['errors']), 'bundle')} unreadable or skipped")
     for err in report["errors"]:
         said = err["error"] if err["bundle"] in err["error"] else f"{err['bundle']}: {err['error']}"
-        print(f"  unreadable: {said}")
+        print(f"  {'skipped' if 'skipped: ' in said else 'unreadable'}: {inert(said.replace('skipped: ', ''), newline=False)}")
     for s in report["stories"]:
-        print(f"  {s['id']} {s['start']}: {s['label']} on {len(s['nodes'])} node(s)")
-    print(f"wrote {html_path}\nwrote {json_path}")
+        print(f"  {s['id']} {s['start']}: {inert(s['label'], newline=False)} on {len(s['nodes'])} node(s)")
+    print(f"wrote {inert(html_path, newline=False)}\nwrote {inert(json_path, newline=False)}")
     if report["errors"] or any(n["integrity"] for n in report["nodes"]):
         return 3
     return 1 if any(n["missing"] for n in report["nodes"]) else 0

@@ -17,33 +17,41 @@ through). In order:
    verify is refused, exit 3); then ``done`` through exec, which ends the pod's wait;
 5. ``gpu-forensics analyze`` of the copy (reports in ``<bundle>-report/``), its verdict lines printed;
 6. ``DELETE`` of the Job with ``propagationPolicy: Background`` (its pod goes too), in a ``finally``:
-   on errors and Ctrl-C as well, unless ``--keep-job``.
+   on errors, Ctrl-C, SIGTERM and SIGHUP as well (a CI job cancelled, ``timeout``), unless ``--keep-job``.
+
+Every answer is bounded: a JSON or log answer to :data:`kubectl_api.MAX_ANSWER` bytes and
+:data:`kubectl_api.ANSWER_S` seconds, each exec to the bytes it asked for (more is refused) and its
+deadline, every read to ``kubectl_api.TIMEOUT``; no redirect is followed.
 
 Why exec and not the pod's log: a log is cut by the kubelet's rotation (``containerLogMaxSize``,
 10 MiB by default) and is text; ``pods/exec`` is how ``kubectl cp`` copies, binary and unbounded,
 and chunks keep the memory of both sides to one chunk.
 
 Exit codes: 0 done; 1 done but evidence missing or unreadable (analyze's 1); 2 usage (also a bundle
-over ``--max-bytes``); 3 the bundle does not verify; 4 RBAC forbidden (or 401); 5 the bundle could
+over ``--max-bytes``); 3 the bundle does not verify (or the pod sent more than it announced); 4 RBAC forbidden (or 401); 5 the bundle could
 not be written here; 6 node (or namespace) not found; 7 image pull error; 8 the pod cannot be placed
 (unschedulable, refused by the kubelet); 9 timeout; 10 the pod failed; 11 other API error or the API
-server unreachable; 130 interrupted.
+server unreachable (or an answer over its bounds); 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.util
 import io
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
 from ..bundle import Bundle, BundleError, verify
+from ..words import count_of
 from . import kubectl_api as ka
 from .kubectl_pod import parse_ready
 
@@ -70,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--namespace", default="gpu-forensics", help="namespace of the Job (with the ServiceAccount "
                    "and RBAC of deploy/base; default gpu-forensics)")
     p.add_argument("--image", default=os.environ.get("GPU_FORENSICS_IMAGE") or f"gpu-forensics:{__version__}",
-                   help="collector image (default $GPU_FORENSICS_IMAGE, else gpu-forensics:%(default)s)")
+                   help="collector image (default: $GPU_FORENSICS_IMAGE, else %(default)s)")
     p.add_argument("--image-pull-policy", choices=("Always", "IfNotPresent", "Never"), help="default: the template's")
     p.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
@@ -230,7 +238,8 @@ def run(args: argparse.Namespace, collect_args: list[str], api_client=None) -> i
         return max(rc, 1 if ready["rc"] == 1 else 0)
     finally:
         if created and not args.keep_job:
-            delete_job(api, ns, name)
+            with _deferred_signals():
+                delete_job(api, ns, name)
         elif created:
             _say(f"job {ns}/{name} kept (--keep-job); delete it with kubectl delete -n {ns} job/{name}")
 
@@ -247,7 +256,7 @@ def check(dest: Path, ready: dict) -> None:
     if b.manifest_sha256 != ready["manifest"]:
         problems.insert(0, f"manifest: SHA-256 {b.manifest_sha256}, the pod printed {ready['manifest']}")
     if problems:
-        raise ka.PluginError(ka.EXIT_INVALID, f"{dest}: the copied bundle does NOT verify ({len(problems)} problems, "
+        raise ka.PluginError(ka.EXIT_INVALID, f"{dest}: the copied bundle does NOT verify ({count_of(len(problems), 'problem')}, "
                                               f"first: {problems[0]}); not analysed")
     _say(f"verified {dest} (manifest.json sha256 {b.manifest_sha256})")
 
@@ -263,14 +272,53 @@ def analyze(dest: Path, ready: dict) -> int:
 
 def _mark_fetched(api: ka.Api, ns: str, pod: str, ready: dict) -> None:
     """Tell the pod the copy is done (``kubectl_pod done``) so that it ends now; a failure is only noted."""
-    from kubernetes.client import CoreV1Api
-    from kubernetes.stream import stream
+    cmd = ["python3", "-m", "forensics.ops.kubectl_pod", "done", ready["path"]]
     try:
-        stream(CoreV1Api(api.client).connect_get_namespaced_pod_exec, pod, ns, container="collect",
-               command=["python3", "-m", "forensics.ops.kubectl_pod", "done", ready["path"]],
-               stderr=True, stdin=False, stdout=True, tty=False, _request_timeout=30)
-    except Exception as e:  # noqa: BLE001 - the pod ends at --wait-copy anyway
-        _say(f"note: could not tell pod {pod} the copy is done ({type(e).__name__}); it ends after --wait-copy")
+        _got, err = ka.run_exec(api.client, ns, pod, "collect", cmd, io.BytesIO(), hashlib.sha256(), 0, 30)
+    except ka.PluginError as e:
+        err = {"message": str(e)}
+    if err.get("status") != "Success":
+        _say(f"note: could not tell pod {pod} the copy is done ({err.get('message')}); it ends after --wait-copy")
+
+
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived (a CI job cancelled, ``timeout``, the terminal gone): the plugin stops
+    as on Ctrl-C (``KeyboardInterrupt``), deleting the Job on its way out. Exit code 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum, self.name = signum, signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def _stoppable():
+    """SIGTERM and SIGHUP raise :class:`Stopped` meanwhile (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise Stopped(signum)
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _deferred_signals():
+    """SIGINT, SIGTERM and SIGHUP held back meanwhile (pthread_sigmask(3)): the Job's deletion, bounded by
+    the request's timeout, is not cut by a second Ctrl-C; one that came is answered right after."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         args, collect_args = parse_args(argv)
         if importlib.util.find_spec("kubernetes") is None:
             raise UsageError("the kubernetes client is not installed: pip install 'gpu-forensics[kube,report]'")
-        return run(args, collect_args)
+        with _stoppable():
+            return run(args, collect_args)
     except UsageError as e:
         _say(f"error: {e}")
         return ka.EXIT_USAGE
@@ -290,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("interrupted")
         return ka.EXIT_INTERRUPTED
+    except Stopped as e:
+        _say(f"interrupted by {e.name}")
+        return 128 + e.signum
 
 
 if __name__ == "__main__":

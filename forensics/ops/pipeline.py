@@ -168,7 +168,7 @@ def budget_cuts(artifacts: list[Artifact]) -> list[tuple[str, str]]:
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived (:func:`interruptible`); ``kept`` is the partial bundle, once kept.
+    """SIGINT, SIGTERM or SIGHUP arrived (:func:`interruptible`); ``kept`` is the partial bundle, once kept.
     A ``BaseException``, so that no collector's ``except Exception`` swallows it."""
 
     def __init__(self, signum: int, kept: Path | None = None):
@@ -179,8 +179,10 @@ class Interrupted(BaseException):
 
 @contextmanager
 def interruptible():
-    """SIGINT and SIGTERM (a DaemonSet's pod being deleted) raise :class:`Interrupted` meanwhile
-    (main thread only; elsewhere nothing changes)."""
+    """SIGINT, SIGTERM (a DaemonSet's pod being deleted, a CI cancel, ``timeout``) and SIGHUP (the
+    terminal gone) raise :class:`Interrupted` meanwhile (main thread only; elsewhere nothing changes).
+    The first one waits for the journal's child (what it reads is kept); the next kills it with its
+    readers (:func:`collectors.journal.isolate.kill`), so that nothing this run started outlives it."""
     import threading
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -188,7 +190,7 @@ def interruptible():
 
     def handler(signum, _frame):
         raise Interrupted(signum)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

@@ -10,6 +10,7 @@ import sys
 from contextlib import contextmanager
 
 from ..artifact import Artifact, Status
+from ..words import count_of
 
 
 VERBOSITY = {"quiet": False, "verbose": False}
@@ -59,7 +60,7 @@ def gaps(arts: list[Artifact], cuts: list[tuple[str, str]], budget: float) -> in
         print(f"  cut: {source}: {why}", file=sys.stderr)
     if os.geteuid() != 0:
         denied = [a for a in arts if a.status is Status.UNREADABLE]
-        print(f"  note: not root: {len(denied)} artifacts were unreadable. Root would add them, and also the "
+        print(f"  note: not root: {count_of(len(denied), 'artifact')} {'was' if len(denied) == 1 else 'were'} unreadable. Root would add them, and also the "
               "journal files of other users, containerd/runc state under /run, cgroup device rules and the "
               "--probe. Re-run with sudo.", file=sys.stderr)
     parts = [f"{_n(len(cuts), 'source')} cut by the {budget:g} s time budget"] if cuts else []

@@ -8,7 +8,9 @@ Semantics follow sos report's ``--upload-url`` for HTTP(S) (sos/policies/distros
   the file name, as sos does for its POST method.
 
 A ``2xx`` answer is success. Connection errors, timeouts, ``5xx``, ``408`` and ``429`` are retried
-with exponential backoff; any other answer (``3xx``, ``4xx``) is final. Redirects are not followed, so
+with exponential backoff; any other answer (``3xx``, ``4xx``) is final. Of an answer's body only the
+first :data:`ANSWER_BYTES` are read. Every request has a timeout per connect and per read, and the
+whole upload an overall deadline. Redirects are not followed, so
 neither the bytes nor the credentials go anywhere but the URL given.
 
 The value of the ``Authorization`` header comes from an environment variable or a file. It is sent,
@@ -31,12 +33,14 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import requests
 
 from .. import redact as rd
+from ..neterror import network_error
 
 log = logging.getLogger(__name__)
 
 REDACTED = rd.WORD_MARK
 #: answers worth another try: the server or a proxy is busy or failing, not refusing
 RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+ANSWER_BYTES = 4096  #: bytes of an answer's body read (its start is the error's text); the rest is not read
 
 
 class UploadError(ValueError):
@@ -134,28 +138,45 @@ def _send(s, rec, path, dest, headers, verify, retries, backoff, timeout, secret
         try:
             with path.open("rb") as fh:
                 if rec["method"] == "PUT":
-                    r = s.put(dest, data=fh, timeout=timeout, verify=verify, allow_redirects=False,
+                    r = s.put(dest, data=fh, timeout=timeout, verify=verify, allow_redirects=False, stream=True,
                               headers={**headers, "Content-Type": "application/octet-stream"})
                 else:
-                    r = s.post(dest, files={"file": (path.name, fh, "application/octet-stream")},
+                    r = s.post(dest, files={"file": (path.name, fh, "application/octet-stream")}, stream=True,
                                timeout=timeout, verify=verify, allow_redirects=False, headers=headers)
-            rec["status"] = r.status_code
+            rec["status"], text = r.status_code, _start_of(r)
             if 200 <= r.status_code < 300:
                 rec["ok"], rec["error"] = True, None
                 log.info("uploaded %s to %s: HTTP %s after %d attempt(s)", rec["file"], rec["url"],
                          r.status_code, attempt)
                 return
-            rec["error"] = _scrub(f"HTTP {r.status_code} {r.reason or ''}".strip()
-                                  + (f": {r.text[:200]}" if r.text else ""), secrets)
+            rec["error"] = _scrub(f"HTTP {r.status_code} {r.reason or ''}".strip() + (f": {text[:200]}" if text else ""),
+                                  secrets)
             retry = r.status_code in RETRY_STATUS
         except (requests.ConnectionError, requests.Timeout) as e:
-            rec["status"], rec["error"], retry = None, _scrub(f"{type(e).__name__}: {e}", secrets), True
+            rec["status"], rec["error"], retry = None, _scrub(network_error(e, dest, timeout), secrets), True
         except (requests.RequestException, OSError) as e:
-            rec["status"], rec["error"] = None, _scrub(f"{type(e).__name__}: {e}", secrets)
+            rec["status"], rec["error"] = None, _scrub(network_error(e, dest, timeout), secrets)
         log.warning("upload of %s to %s, attempt %d: %s", rec["file"], rec["url"], attempt, rec["error"])
         if not retry or attempt > retries:
             return
         time.sleep(backoff * 2 ** (attempt - 1))
+
+
+def _start_of(r) -> str:
+    """The first :data:`ANSWER_BYTES` of the answer ``r`` (``stream=True``) as text, the connection
+    closed after: a server that answers with an endless body costs no memory and no time (before,
+    ``r.text`` read it all, until the overall deadline)."""
+    got = b""
+    try:
+        for piece in r.iter_content(1024):
+            got += piece
+            if len(got) >= ANSWER_BYTES:
+                break
+    except (requests.RequestException, OSError):
+        pass
+    finally:
+        r.close()
+    return got[:ANSWER_BYTES].decode(r.encoding or "utf-8", "replace")
 
 
 def _put_url(parts, name: str) -> str:

@@ -92,8 +92,10 @@ class NodeClock:
         _rules, name, said = self.zone()
         shown = wall.strftime("%Y-%m-%d %H:%M" + (":%S" if wall.second or wall.microsecond else ""))
         odd = {"dst-gap": "; that wall time did not occur there (a DST gap): moved forward",
-               "dst-fold": "; that wall time occurred twice there (a DST fold): the first one taken"}
-        shown = shown if t.lower() not in ("today", "yesterday") else f"{t} ({shown})"
+               "dst-fold": "; that wall time occurred twice there (a DST fold): the first one taken",
+               "day-before": "; that clock time is still to come today, so yesterday's is taken",
+               "day-after": "; that clock time comes before START, so the next day's is taken"}
+        shown = shown if re.match(r"\d{4}-", t) else f"{t} ({shown})"  # today, yesterday, 14:00: the date said
         return utc, (f"read {shown} as {name or 'the node zone'} (from {said}), = {human(utc)}"
                      + "".join(odd[f] for f in flags))
 

@@ -2,9 +2,13 @@
 
 It learns of every daemon-reload at once (:mod:`.triggers`: systemd's ``Reloading`` D-Bus signal, PID 1's
 journal lines) and sweeps every ``--interval`` seconds too; each sweep (:mod:`.sweep`) probes every GPU
-container from inside its device cgroup; the answers are Prometheus metrics on ``--listen``
-(:mod:`.agent`), and a container going from access 1 to 0 gets a bundle written under ``--out`` at once
-(:mod:`.state`: bounded, oldest pruned, state kept across restarts). It writes nowhere but ``--out``.
+container from inside its device cgroup; the answers are Prometheus metrics on ``--listen`` (``/metrics``,
+and ``/healthz``: whether sweeps happen; :mod:`.listener`, bounded against any client of the pod network), and
+a container going from access 1 to 0 gets a bundle written under ``--out`` at once (:mod:`.state`: bounded,
+oldest pruned, state kept across restarts and checked before it is trusted). It writes nowhere but ``--out``
+(a sweep's scratch bundle goes under ``$TMPDIR`` while ``--out`` is full, :mod:`.sweep`). Exit codes: 0 on
+SIGTERM/SIGINT, 2 for bad arguments or a listener that cannot bind, 1 when the sweep loop died (the reason in
+one line: a restarted agent starts over, never a live process that watches nothing).
 Issue 17; the metric names are the contract with the alert rules in deploy/alerts/.
 """
 from __future__ import annotations
@@ -36,7 +40,7 @@ def add_parser(sub, formatter_class=argparse.HelpFormatter) -> argparse.Argument
                    help=f"sweep at least this often (default {DEFAULT_INTERVAL_S:.0f})")
     w.add_argument("--keep-bundles", type=int, default=10, metavar="N", help="loss bundles kept (default 10)")
     w.add_argument("--keep-bytes", type=st.parse_size, default=st.parse_size("1G"), metavar="SIZE",
-                   help="bytes of loss bundles kept, e.g. 500M (default 1G)")
+                   help="bytes of loss bundles kept, the newest included (a hard limit), e.g. 500M (default 1G)")
     return w
 
 
@@ -54,10 +58,12 @@ def _log(msg: str) -> None:
 
 
 def run_args(args) -> int:
-    """Run the agent until SIGTERM or SIGINT (exit 0); 2 for bad arguments or when it cannot start."""
-    from prometheus_client import disable_created_metrics, start_http_server
+    """Run the agent until SIGTERM or SIGINT (exit 0); 2 for bad arguments or when it cannot start; 1 when its
+    sweep loop died (said in one line)."""
+    from prometheus_client import disable_created_metrics
     importlib.import_module("jeepney.io.blocking")  # before the threads that use it start
     from .agent import Agent
+    from .listener import Listener
     from .triggers import DbusReloads, JournalReloads
     try:
         host, port = parse_listen(args.listen)
@@ -72,11 +78,13 @@ def run_args(args) -> int:
     agent = Agent(args.root, out, args.interval, args.keep_bundles, args.keep_bytes, _log,
                   ["gpu-forensics", "watch", "--root", args.root, "--out", str(out)])
     try:
-        start_http_server(port, addr=host, registry=agent.metrics.registry)
+        listener = Listener(host, port, routes(agent), _log)
     except OSError as e:
         print(f"gpu-forensics: error: cannot listen on {args.listen}: {e}", file=sys.stderr)
         return 2
-    _log(f"metrics on http://{args.listen}/metrics; state and bundles under {out}; pid {os.getpid()}")
+    listener.start()
+    _log(f"metrics on http://{args.listen}/metrics, health on /healthz; state and bundles under {out}; "
+         f"pid {os.getpid()}")
     agent.dbus = DbusReloads(args.root, agent.notify, _log)
     agent.dbus.first = agent.dbus.connect()  # before the journal is opened (DbusReloads.connect)
     agent.dbus.start()
@@ -86,5 +94,22 @@ def run_args(args) -> int:
     loop = threading.Thread(target=agent.run, name="watch-loop", daemon=True)
     loop.start()
     loop.join()  # interrupted by the signal handlers (lock waits are, on POSIX), then resumed
+    listener.close()
+    if agent.failure:
+        print(f"gpu-forensics: error: the sweep loop died ({agent.failure}); exiting so that it is restarted",
+              file=sys.stderr)
+        return 1
     _log("stopped")
     return 0
+
+
+def routes(agent) -> dict:
+    """The listener's routes for ``agent``: ``/metrics`` (Prometheus text format 0.0.4, its registry) and
+    ``/healthz`` (200 while sweeps happen, 503 once the loop died or stalled; :meth:`.agent.Agent.health`)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    def healthz():
+        ok, line = agent.health()
+        return (200 if ok else 503), "text/plain; charset=utf-8", (line + "\n").encode()
+    return {"/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(agent.metrics.registry)),
+            "/healthz": healthz}

@@ -53,6 +53,18 @@ _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [_p]
 
 
+#: whether this libsystemd closes the descriptors given to sd_journal_open_files_fd (:meth:`_Reader.close`)
+_CLOSES_FDS = None
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
 def _check(r: int) -> int:
     if r < 0:
         raise OSError(-r, os.strerror(-r))
@@ -95,10 +107,18 @@ class _Reader:
         return _check(_lib.sd_journal_process(self._j))
 
     def close(self) -> None:
+        """sd_journal_close(3), and the descriptors given where this libsystemd leaves them open. systemd
+        252 closes them itself, at sd_journal_close and as soon as a walk drops a damaged file ("Can't
+        iterate through"), as systemd-python relies on; closing them here too closed a descriptor that
+        had been given the same number meanwhile (a reader opened again on the file), and libsystemd then
+        aborted ("Assertion 'close_nointr(fd) != -EBADF' failed"). Which it is, the first close tells."""
+        global _CLOSES_FDS
         if self._j:
             _lib.sd_journal_close(self._j)
             self._j = _p()
-            for fd in self._fds:
+            if _CLOSES_FDS is None and self._fds:
+                _CLOSES_FDS = not _is_open(self._fds[0])
+            for fd in () if _CLOSES_FDS else self._fds:
                 try:
                     os.close(fd)
                 except OSError:

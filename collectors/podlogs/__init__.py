@@ -42,8 +42,6 @@ import re
 import stat
 import time
 import zlib
-from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from forensics import hostfs, neighbours
 from forensics.artifact import Artifact, Status, from_oserror
@@ -52,6 +50,8 @@ from forensics.source import CollectContext, Reading
 from forensics.events import Event, NodeFacts
 
 from forensics.redact import TEXT_NOTE, redact_bytes, redact_text
+
+from .cri import LOG_NAME, LogLine, order_key, parse_lines, parse_time, split_pod_dir  # noqa: F401 (the package's API)
 
 NAME = "podlogs"
 OPTIONS: list = []  #: none
@@ -62,15 +62,13 @@ SCAN_LIMIT = 64 << 10           #: bytes of a non-GPU container's current log sc
 GZ_READ_LIMIT = 64 << 20        #: decompressed bytes read from one .gz before giving up
 GZ_COMPRESSED_LIMIT = 64 << 20  #: compressed bytes read from one .gz (a file of empty gzip members)
 GZ_TIME_LIMIT_S = 10.0          #: seconds spent on one .gz (millions of empty members are slow to walk)
-PARTIAL_LIMIT = 64 << 10        #: bytes of one P-joined line kept
 MAX_FILES = 10                  #: newest files kept per container
 MAX_SCANS = 5                   #: current files (one per restart) scanned per unknown container
 MAX_POD_DIRS = 5000
 MESSAGE_CAP = 500               #: characters of a log message kept in an event
 NAME_HINTS = ("dcgm-exporter", "dcgm", "nvidia", "gpu", neighbours.PLUGIN_HINT)
 MAX_SYMPTOMS = 200              #: container.log-symptom events kept per container instance (the rest is counted)
-LOG_NAME = re.compile(r"^(?P<restart>\d+)\.log(?:\.(?P<rot>\d{8}-\d{6}))?(?P<gz>\.gz)?$")
-#: (signature, pattern): the failure modes named in issue 3 item 6 (cases.md C15)
+#: (signature, pattern): the failure modes named in issue 3 item 6 (docs/sources.md "Cases" C15)
 ERRORS = (
     ("nvml-unknown-error", re.compile(rb"Failed to initialize NVML: Unknown Error")),
     # go-nvml's spelling, as k8s-device-plugin and dcgm-exporter log it (same revoked-access cause)
@@ -79,8 +77,6 @@ ERRORS = (
     ("NVML_ERROR", re.compile(rb"\bNVML_ERROR_[A-Z_]+")),
     ("CUDA_ERROR", re.compile(rb"\bCUDA_ERROR_[A-Z_]+")),
 )
-_LINE = re.compile(rb"^(?P<t>\S+) (?P<stream>stdout|stderr) (?P<tag>[PF])(?: (?P<msg>.*))?$", re.S)
-_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
 
 # -- acquire ---------------------------------------------------------------------------------------
@@ -154,24 +150,6 @@ def _symlink_refused(ctx, path: str) -> bool:
                                        message="symlink refused: nothing below /var/log/pods is followed"))
             return True
     return False
-
-
-def split_pod_dir(name: str) -> tuple[str, str, str] | None:
-    """``"<namespace>_<pod>_<uid>"`` -> ``(namespace, pod, uid)`` (namespaces and pod names are DNS
-    names, so neither holds ``_``); ``None`` for anything else."""
-    parts = name.split("_")
-    if len(parts) < 3 or not all(parts):
-        return None
-    return parts[0], "_".join(parts[1:-1]), parts[-1]
-
-
-def order_key(name: str) -> tuple:
-    """Sort key putting a container's log files oldest first: by restart count, then rotations by
-    their timestamp, then the current file."""
-    m = LOG_NAME.match(name)
-    if not m:
-        return (1 << 30, "", "")
-    return (int(m.group("restart")), 0 if m.group("rot") else 1, m.group("rot") or "")
 
 
 def _named_gpu(pod: str, container: str) -> bool:
@@ -273,58 +251,6 @@ def _gz_tail(f, deadline: float | None = None) -> tuple[bytes, int, int, str | N
 
 
 # -- read ------------------------------------------------------------------------------------------
-@dataclass
-class LogLine:
-    """One full (P-joined) CRI log line from a stored file; ``line`` is 1-based in that file."""
-
-    at: datetime
-    stream: str
-    message: bytes
-    artifact: str
-    line: int
-
-
-def parse_time(text: str) -> datetime | None:
-    """RFC 3339 with up to nanoseconds (``2024-05-01T10:00:00.123456789Z`` or ``+09:00``) -> UTC;
-    ``None`` when it is not one."""
-    m = _TIME.match(text)
-    if not m:
-        return None
-    frac = (m.group(2) or "")[:6].ljust(6, "0")
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    try:
-        return datetime.fromisoformat(f"{m.group(1)}.{frac}{zone}").astimezone(timezone.utc)
-    except (ValueError, OverflowError):  # 9999-12-31T23:59:59-01:00 leaves datetime's range in UTC
-        return None
-
-
-def parse_lines(data: bytes, artifact: str, problems: list | None = None):
-    """Yield :class:`LogLine` from CRI log bytes, joining ``P`` segments with the line of the same
-    stream that ends them (kept to :data:`PARTIAL_LIMIT` bytes). Lines that are not CRI lines are
-    skipped; the first few are reported in ``problems``."""
-    pending: dict[bytes, tuple[bytearray, datetime, int]] = {}
-    bad = 0
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if not raw:
-            continue
-        m = _LINE.match(raw)
-        at = parse_time(m.group("t").decode("ascii", "replace")) if m else None
-        if not m or at is None:
-            bad += 1
-            if problems is not None and bad <= 3:
-                problems.append({"artifact": artifact, "message": f"line {n}: not a CRI log line"})
-            continue
-        stream, msg = m.group("stream"), m.group("msg") or b""
-        buf, first_at, first_n = pending.setdefault(stream, (bytearray(), at, n))
-        if len(buf) < PARTIAL_LIMIT:
-            buf += msg[: PARTIAL_LIMIT - len(buf)]
-        if m.group("tag") == b"F":
-            del pending[stream]
-            yield LogLine(first_at, stream.decode(), bytes(buf), artifact, first_n)
-    for stream, (buf, first_at, first_n) in pending.items():
-        yield LogLine(first_at, stream.decode(), bytes(buf), artifact, first_n)
-
-
 def error_signature(message: bytes) -> str | None:
     """The NVML/CUDA failure a message shows (``nvml-unknown-error``, ``cuinit-failed``, the
     ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``; ``None`` too for a line of a neighbouring
@@ -364,8 +290,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
       :data:`MAX_SYMPTOMS` per instance (``plugin-registered`` only from a run's second registration on),
       and ``plugin-restart`` at the first line kept of a device plugin's run N >= 1 (``N.log``).
 
+    ``container.log-healthy`` also marks the last line before the first line of a failure that opens an
+    incident (:data:`forensics.neighbours.OPENS_INCIDENT`), where that incident's window starts.
     ``truncated`` is true when older log content was not kept, so an earlier error may exist.
-    ``facts["podlogs"]`` lists every instance: ``namespace, pod, container, restart, exporter,
+    ``facts["podlogs"]`` lists every instance: ``namespace, pod, container, restart, first_line, exporter,
     truncated, files, first_error, last_healthy, last_line`` (each line as ``{at, message, artifact,
     line}`` or ``None``). Raises nothing for bad content.
     """
@@ -388,47 +316,62 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
         arts.sort(key=lambda a: order_key(a.path.rsplit("/", 1)[1]))
         pod_dir = arts[0].path.split("/")[1]
         truncated = any(a.status is Status.TRUNCATED for a in arts) or f"{PODS_DIR}/{pod_dir}/{cname}" in dropped
-        first_err, healthy, last, symptoms, registered = None, None, None, 0, 0
-        attrs = {"pod": pod, "namespace": ns, "container": cname, "restart": restart, "truncated": truncated}
-        plugin = neighbours.device_plugin(pod) or neighbours.device_plugin(cname)
-        for art in arts:
-            try:
-                data = bundle.path(art.path).read_bytes()
-            except OSError as e:
-                reading.problems.append({"artifact": art.path, "message": f"cannot read: {e}"})
-                continue
-            for ll in parse_lines(data, art.path, reading.problems):
-                if last is None and plugin and restart >= 1:
-                    reading.events.append(_symptom(ll, "plugin-restart", {}, attrs, redact))
-                last = ll
-                sig = neighbours.match(ll.message)
-                if sig and sig[0] == "plugin-registered" and (registered := registered + 1) == 1:
-                    continue  # a run's first registration is its start; another one is a re-registration
-                if sig and (symptoms := symptoms + 1) <= MAX_SYMPTOMS:
-                    reading.events.append(_symptom(ll, sig[0], sig[1], attrs, redact))
-                if first_err is None:
-                    if error_signature(ll.message):
-                        first_err = ll
-                    else:
-                        healthy = ll
-        if symptoms > MAX_SYMPTOMS:
-            reading.problems.append({"artifact": arts[-1].path, "message": f"{symptoms} symptom lines, {MAX_SYMPTOMS} kept"})
-        if first_err:
-            sig = error_signature(first_err.message)
-            reading.events.append(_event(first_err, "container.log-error",
-                                         f"{ns}/{pod} {cname}: first NVML/CUDA error ({sig})",
-                                         {**attrs, "signature": sig}, redact))
-            if healthy:
-                reading.events.append(_event(healthy, "container.log-healthy",
-                                             f"{ns}/{pod} {cname}: last clean log line before the first error", attrs,
-                                             redact))
-        facts.append({"namespace": ns, "pod": pod, "container": cname, "restart": restart,
-                      "exporter": "dcgm-exporter" in f"{pod}/{cname}", "truncated": truncated,
-                      "files": [a.path for a in arts], "first_error": _fact(first_err, redact),
-                      "last_healthy": _fact(healthy if first_err else None, redact),
-                      "last_line": _fact(last, redact)})
+        facts.append(_instance(bundle, arts, {"pod": pod, "namespace": ns, "container": cname, "restart": restart,
+                                              "truncated": truncated}, redact, reading))
     reading.facts["podlogs"] = facts
     return reading
+
+
+def _instance(bundle: Bundle, arts: list, attrs: dict, redact: bool, reading: Reading) -> dict:
+    """Read one container instance's stored files (``arts``, oldest first; ``attrs``: its pod, namespace,
+    container, restart and truncated) into ``reading``'s events and problems (:func:`read` says which), and
+    return its ``facts["podlogs"]`` record."""
+    ns, pod, cname, restart = attrs["namespace"], attrs["pod"], attrs["container"], attrs["restart"]
+    first_err, healthy, last, symptoms, registered = None, None, None, 0, 0
+    first, first_sym, healthy_sym = None, None, None  # the first line; the first opening symptom and the line before it
+    plugin = neighbours.device_plugin(pod) or neighbours.device_plugin(cname)
+    for art in arts:
+        try:
+            data = bundle.path(art.path).read_bytes()
+        except OSError as e:
+            reading.problems.append({"artifact": art.path, "message": f"cannot read: {e}"})
+            continue
+        for ll in parse_lines(data, art.path, reading.problems):
+            if last is None and plugin and restart >= 1:
+                reading.events.append(_symptom(ll, "plugin-restart", {}, attrs, redact))
+            first = first or ll
+            prev, last = last, ll
+            sig = neighbours.match(ll.message)
+            if sig and first_sym is None and sig[0] in neighbours.OPENS_INCIDENT:
+                first_sym, healthy_sym = ll, prev
+            if sig and sig[0] == "plugin-registered" and (registered := registered + 1) == 1:
+                continue  # a run's first registration is its start; another one is a re-registration
+            if sig and (symptoms := symptoms + 1) <= MAX_SYMPTOMS:
+                reading.events.append(_symptom(ll, sig[0], sig[1], attrs, redact))
+            if first_err is None:
+                if error_signature(ll.message):
+                    first_err = ll
+                else:
+                    healthy = ll
+    if symptoms > MAX_SYMPTOMS:
+        reading.problems.append({"artifact": arts[-1].path,
+                                 "message": f"{symptoms} symptom lines, {MAX_SYMPTOMS} kept"})
+    if first_err:
+        sig = error_signature(first_err.message)
+        reading.events.append(_event(first_err, "container.log-error",
+                                     f"{ns}/{pod} {cname}: first NVML/CUDA error ({sig})", {**attrs, "signature": sig},
+                                     redact))
+        if healthy:
+            reading.events.append(_event(healthy, "container.log-healthy",
+                                         f"{ns}/{pod} {cname}: last clean log line before the first error", attrs,
+                                         redact))
+    if healthy_sym is not None and healthy_sym is not healthy:  # where a symptom's window starts (openers)
+        reading.events.append(_event(healthy_sym, "container.log-healthy",
+                                     f"{ns}/{pod} {cname}: last line before the first GPU failure line", attrs, redact))
+    return {"namespace": ns, "pod": pod, "container": cname, "restart": restart, "first_line": _fact(first, redact),
+            "exporter": "dcgm-exporter" in f"{pod}/{cname}", "truncated": attrs["truncated"],
+            "files": [a.path for a in arts], "first_error": _fact(first_err, redact),
+            "last_healthy": _fact(healthy if first_err else None, redact), "last_line": _fact(last, redact)}
 
 
 def _event(ll: LogLine, kind: str, summary: str, attrs: dict, redact: bool = True) -> Event:
