@@ -28,6 +28,7 @@ import time
 
 from forensics import debstatus, hostfs
 from forensics.artifact import Artifact, Status, from_oserror
+from forensics.versions import version_tuple
 
 REL = "nvidia_host"
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
@@ -238,10 +239,7 @@ def libraries_fact(libs: dict) -> dict:
             if m:
                 paths.append(f"{d}/{n}")
                 versions.add(m.group("version"))
-    return {"versions": sorted(versions, key=_version_key), "libraries": paths,
+    return {"versions": sorted(versions, key=version_tuple), "libraries": paths,
             "dirs": {d: got.get("status") for d, got in (libs or {}).items()},
             "source": "names of libnvidia-ml.so.<version> / libcuda.so.<version> in the library directories (listdir)"}
 
-
-def _version_key(v: str):
-    return tuple(int(x) for x in v.split("."))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 
 import yaml
+
+from forensics.versions import version_tuple
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  #: CDI SPEC.md spec directories: containerd's and the toolkit's default
 #: where each config version keeps the CRI runtime settings (containerd docs/cri/config.md)
@@ -40,7 +41,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     where a string belongs): a value of the wrong type counts as absent. Raises nothing for any
     non-empty list of dicts; absent keys take containerd's documented defaults.
     """
-    major = _vtuple(containerd_version)[:1] or None
+    major = version_tuple(containerd_version)[:1] or None
     cfgv = max((v if isinstance(v := d.get("version"), int) and not isinstance(v, bool) else 1) for d in docs)
     deep = (major[0] >= 2) if major else cfgv >= 3
     merged: dict = {}
@@ -80,7 +81,7 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     if cdi is None and major:  # the default moved from false (1.7) to true (2.0); 1.6 has no CDI at all
         cdi = major[0] >= 2
         cdi_basis = f"default for containerd {containerd_version}" + (
-            "" if cdi or _vtuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
+            "" if cdi or version_tuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
     elif cdi is None:
         cdi = cfgv >= 3
         cdi_basis = (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
@@ -117,7 +118,7 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
     out = {"mode": mode, "mode_basis": "config" if _text(rt.get("mode")) else "default (not set)",
            "mode_resolved": mode, "resolved_basis": "set explicitly"}
     if mode == "auto":
-        v = _vtuple(toolkit_version)
+        v = version_tuple(toolkit_version)
         if not v:
             out["mode_resolved"], out["resolved_basis"] = None, "auto, and the toolkit version is unknown"
         else:
@@ -260,8 +261,3 @@ def _list(v) -> list:
 def _str_list(v) -> list[str]:
     return [x for x in (v if isinstance(v, list) else [v] if isinstance(v, str) else []) if isinstance(x, str)]
 
-
-def _vtuple(v: str | None) -> tuple[int, ...]:
-    """``"1:1.17.8-1"`` / ``"v1.1.5+ds1"`` → ``(1, 17, 8)``; ``()`` when unknown."""
-    m = re.match(r"(?:\d+:)?v?(\d+(?:\.\d+)*)", (v or "").strip())
-    return tuple(int(x) for x in m.group(1).split(".")) if m else ()

@@ -20,6 +20,7 @@ import re
 
 from ..redact import is_redacted
 from ..timeutil import parse_iso
+from ..versions import version_tuple
 from .broken import infer
 from .cgroup_driver import decide
 from .device_plugin import plugin_notes
@@ -113,8 +114,8 @@ class _Context:
         dc = runtime.get("dev_char")
         self.dev_char = set(dc) if dc is not None else set() if runtime.get("dev_char_absent") else None
         v = runtime.get("versions") or {}
-        self.runc = _vtuple((v.get("runc") or {}).get("version"))
-        self.systemd = _vtuple((v.get("systemd") or {}).get("version"))
+        self.runc = version_tuple((v.get("runc") or {}).get("version"))
+        self.systemd = version_tuple((v.get("systemd") or {}).get("version"))
         self.runc_text = (v.get("runc") or {}).get("version")
         # runc 1.1.3-1.1.6 skip, and systemd < 240 cannot resolve, /dev/char/M:m rules with no link
         self.needs_links = (bool(self.runc) and (1, 1, 3) <= self.runc < (1, 1, 7)) or \
@@ -441,7 +442,3 @@ def unassessed_text(unknown: list[dict]) -> str:
     why = "; ".join(dict.fromkeys(f"config.json {r.get('spec_detail') or 'not read'}" for r in unknown))
     return f"{len(unknown)} container{'s' if len(unknown) != 1 else ''} could not be assessed ({why})"
 
-
-def _vtuple(v: str | None) -> tuple[int, ...]:
-    m = re.match(r"(?:\d+:)?v?(\d+(?:\.\d+)*)", (v or "").strip())
-    return tuple(int(x) for x in m.group(1).split(".")) if m else ()
