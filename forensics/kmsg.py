@@ -73,6 +73,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import TypeVar
 
+from .engines import CONTAINER_IN_CGROUP
+
 KIND_XID, KIND_LOST, KIND_MISMATCH = "kernel.xid", "kernel.gpu-lost", "kernel.api-mismatch"
 KIND_OOM, KIND_NVRM, KIND_PCIE = "kernel.oom-kill", "kernel.nvrm", "kernel.pcie-error"
 
@@ -117,7 +119,6 @@ AER_SOURCE = re.compile(rf"(?:error received|error message received from):? (?P<
 AER_BENIGN = ("AER: enabled with IRQ",)
 #: container ids in a cgroup path: the systemd driver's ``<engine>-<id>.scope`` (containerd's CRI,
 #: Docker, CRI-O, Podman) and cgroupfs' bare ``<id>`` (``/kubepods/burstable/pod<uid>/<id>``, ``/docker/<id>``)
-CONTAINER_IN_CGROUP = re.compile(r"^(?:(?:cri-containerd|docker|crio|libpod)-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$")
 
 
 def might_matter(message: str) -> bool:

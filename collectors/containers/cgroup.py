@@ -15,12 +15,12 @@ import subprocess
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
+from forensics.engines import scope_names
 from forensics.redact_config import store_config
 
 import collectors.containers.parse as cp
 from collectors.containers.memory import memory
 
-SCOPE_PREFIXES = ("cri-containerd-", "docker-", "crio-", "runc-")
 TRANSIENT = "/run/systemd/transient"
 SMALL_LIMIT = 1 << 20
 BPFTOOL_TIMEOUT_S = 10
@@ -80,7 +80,7 @@ def _proc_cgroup_paths(ctx, pid) -> dict:
 
 
 def _scope_names(cid: str, path: str | None) -> list[str]:
-    names = [f"{p}{cid}.scope" for p in SCOPE_PREFIXES]
+    names = scope_names(cid)
     last = (path or "").rstrip("/").rsplit("/", 1)[-1]
     if last.endswith(".scope"):
         names.insert(0, last)

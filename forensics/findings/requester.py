@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from ..engines import SCOPE_PREFIXES
 from ..events import Event
 from ..timeutil import iso_z
 
@@ -29,9 +30,6 @@ RUN_STARTS = ("starting", "started")
 RUN_ENDS = ("stopped", "deactivated", "finished", "failed")
 #: only a service or a scope runs processes (a slice, target, mount, socket or timer runs none itself)
 RUNS_PROCESSES = (".service", ".scope")
-#: the scopes container runtimes make for each container under the systemd cgroup driver (containerd,
-#: Docker, CRI-O and its conmon, Podman): they start with pods, run the pod's processes, not the node's tooling
-CONTAINER_SCOPES = ("cri-containerd-", "docker-", "crio-", "libpod-")
 #: reload event kinds: each is a reload of its own, with its own requester
 RELOAD_KINDS = ("journal.reload", "journal.reexec")
 
@@ -183,7 +181,7 @@ def _bracketing_units(events, r, open_services: bool = False):
     session) still open by how late they started; with ``open_services``, only the services still
     running instead (a daemon that started before the reload and runs on: the weakest candidates, never
     the requester alone). Only services and scopes run processes; a container's scope
-    (:data:`CONTAINER_SCOPES`) is none: pods start around reloads all the time."""
+    (:data:`forensics.engines.SCOPE_PREFIXES`) is none: pods start around reloads all the time."""
     found = []
     for unit, start, end in unit_runs(events):
         if start is None or start.at > r.at or (end is not None and end.at < r.at) or not _may_ask(unit):
@@ -202,7 +200,7 @@ def _bracketing_units(events, r, open_services: bool = False):
 
 
 def _may_ask(unit: str) -> bool:
-    return unit.endswith(RUNS_PROCESSES) and not unit.startswith(CONTAINER_SCOPES)
+    return unit.endswith(RUNS_PROCESSES) and not unit.startswith(SCOPE_PREFIXES)
 
 
 def _ended(e: Event) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import posixpath
 
+from ..engines import engine_of_scope
+
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 RUNTIME_PREFIX = {"containerd://": "containerd", "cri-o://": "crio", "docker://": "docker"}  #: node.status.nodeInfo
 NAMESPACE_ENGINE = {"moby": "docker", "k8s.io": "containerd"}  #: containerd namespaces (stacks.md 6)
@@ -50,10 +52,10 @@ def _engine_of(c: dict) -> str | None:
     if c.get("engine"):
         return c["engine"]
     path = str((c.get("cgroup") or {}).get("path") or "")
-    base = posixpath.basename(path)
-    if base.startswith("crio-"):
-        return "crio"
-    if base.startswith("docker-") or "/docker/" in path:
+    by_scope = engine_of_scope(posixpath.basename(path))
+    if by_scope in ("crio", "docker"):
+        return by_scope
+    if "/docker/" in path:
         return "docker"
     return NAMESPACE_ENGINE.get(c.get("namespace"))
 
