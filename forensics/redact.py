@@ -39,7 +39,10 @@ The rules (:data:`RULES` says the same in one line each; :func:`description` is 
   names stay, the password and every query value become the mark. Upload records use the mark
   :data:`WORD_MARK` (the URL stays pasteable); bundles :data:`MARK`. An object-store path token (OCI's
   ``/p/<token>/``) is hidden in both. Messages (exception texts: requests and urllib3 embed the URL, or its
-  path and query) go through :func:`redact_message`.
+  path and query) go through :func:`redact_message`. In every free text, bundles' logs included, one
+  rule (:func:`hide_url_secrets`, called by :func:`redact_text` and :func:`redact_message`): a URL's
+  object-store path token and the value of a query parameter named with a credential word (``?token=``,
+  ``&X-Amz-Signature=``, ``&sig=``), hashed in bundles and marked in messages.
 - ``config`` (every configuration file a collector stores: containerd, CRI-O and toolkit TOML, Docker's
   daemon.json, OCI hook files, CDI specs, the device plugin's settings, kubelet and k3s configs, unit and
   environment files; :mod:`forensics.redact_config`, which holds the rule's code): per format, on the
@@ -67,7 +70,8 @@ import os
 import re
 
 from .redact_shapes import has_marker, redact_shapes
-from .redact_url import MARK, SCRUB_MIN, WORD_MARK, redact_message, redact_url, scrub, secret_parts, url_secrets
+from .redact_url import (MARK, SCRUB_MIN, WORD_MARK, hide_url_secrets, redact_message, redact_url, scrub, secret_parts,
+                         url_secrets)
 
 CRED_WORDS = ("token", "secret", "password", "passwd", "key", "auth", "credential")
 #: env names whose values are kept (issue 6 item 3; ``*``: any name characters), plus the NVIDIA device
@@ -157,8 +161,9 @@ RULES = (
                "assignments and flags, Authorization: <scheme> X)"),
     ("urls", "URLs of sources (--prometheus, --dcgm-url): user info and the query; URL arguments of "
              "this command line, upload destinations and URLs in messages: passwords, every query value and "
-             "object-store path tokens (/p/<token>/); in a query shown without its URL, values of credential "
-             "names"),
+             "object-store path tokens (/p/<token>/); in every string (logs in bundles too), object-store path "
+             "tokens of URLs and the values of query parameters named with a credential word (?token=, "
+             "&X-Amz-Signature=, &sig=), URL or not"),
     ("config", f"in the configuration files stored (containerd, CRI-O and toolkit TOML, daemon.json, OCI hooks, "
                f"CDI specs, device plugin settings, kubelet and k3s configs, unit and environment files), per format "
                f"and on the parsed file where it parses: values of keys holding {_names(CRED_WORDS)} or a part "
@@ -245,6 +250,7 @@ def redact_text(text: str, p_flag: bool = True) -> str:
         text, low = shaped, shaped.lower()
     if "://" in text:  # each rule runs only when its marker is present: megabytes of junk stay cheap
         text = redact_url_credentials(text)
+    text = hide_url_secrets(text, lambda v: redacted(v) if v else v)
     if any(s in low for s in _AUTH_LOW):
         text = _AUTH_SCHEME.sub(lambda m: m.group("name") + m.group("sp") + redacted(m.group("v")), text)
     if "=" in text and any(w in low for w in ASSIGN_WORDS):

@@ -11,6 +11,7 @@ requests and urllib3 embed the URL, or only its path and query (``Max retries ex
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import unquote_plus, urlsplit
 
 MARK = "<redacted>"        #: what replaces URL credentials and query values in bundles and the manifest
@@ -69,8 +70,21 @@ def redact_message(text: str, mark: str = MARK) -> str:
     (``?token=``, ``&X-Amz-Signature=``, ``&sig=``). Linear in ``len(text)``; raises nothing."""
     if "://" in text:
         text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0), keep_names=True, mark=mark), text)
-    if "=" in text:
-        text = _QUERY_CRED.sub(lambda m: m.group("n") + mark, text)
+    return hide_url_secrets(text, lambda _: mark)
+
+
+def hide_url_secrets(text: str, hide: Callable[[str], str]) -> str:
+    """The URL-in-text rule, the one every redaction of free text applies (bundles' logs and command
+    lines through :func:`forensics.redact.redact_text`, which hides with a keyed hash; messages through
+    :func:`redact_message`, which hides with the mark): an object-store path token
+    (:data:`PATH_TOKEN`) of a URL, and anywhere the value of a query parameter named with one of
+    :data:`QUERY_CRED_WORDS` written after ``?``, ``&`` or ``;`` (``?token=``, ``&X-Amz-Signature=``,
+    ``&sig=``), URL or not. ``hide`` maps a secret to its replacement. A value already redacted is
+    left. Linear in ``len(text)``; raises nothing."""
+    if "/p/" in text and "://" in text:
+        text = _URL_IN_TEXT.sub(lambda m: PATH_TOKEN.sub(lambda t: hide(t.group(0)), m.group(0)), text)
+    if "=" in text and ("?" in text or "&" in text or ";" in text):
+        text = _QUERY_CRED.sub(lambda m: m.group("n") + hide(m.group("v")), text)
     return text
 
 
