@@ -83,6 +83,9 @@ KINDS: dict[str, Kind] = {
     "runtime.update-resources": Kind(("id", "result", "message", "unit"), "Log Time"),
     # DCGM's Xid field (DCGM_FI_DEV_XID_ERRORS) from Prometheus: the value is the last Xid of that GPU
     "metrics.xid": Kind(("gpu", "uuid", "xid", "hostname", "job", "instance"), "Sample Time"),
+    # an alert episode Prometheus recorded itself (ALERTS / ALERTS_FOR_STATE: collectors/metrics/alerts.py)
+    "metrics.alert": Kind(("alertname", "alertstate", "severity", "gpu", "uuid", "until", "active_since"),
+                          "Alert Start Time"),
     "incident.start": Kind(("incident",), "Last Known Good"),
     "incident.end": Kind(("incident",), "First Known Bad"),
 }
@@ -201,6 +204,21 @@ class Coverage:
     reason: str
     holes: tuple[Hole, ...] = ()
     uncertain: str | None = None
+
+
+#: every :attr:`Coverage.source` the collectors give, the one table of those names (a ``gaps[].source``
+#: in analysis.json), with what each covers; reports draw and word a gap by its exact name
+GAP_SOURCES = {
+    "journal": "the systemd journal's entries (PID 1's lines, units, the kernel's lines through journald)",
+    "dpkg": "dpkg.log and its rotations",
+    "apt": "apt's history.log and its rotations",
+    "unattended-upgrades": "unattended-upgrades' logs",
+    "kernel": "the kernel's lines, from any source (the journal's kernel transport, kern.log, the ring buffer)",
+    "kern.log": "syslog's kern.log and its rotations",
+    "kmsg": "the kernel's ring buffer (/dev/kmsg), since its oldest line",
+    "prometheus": "Prometheus's samples, from its retention's start",
+    "boot": "the running boot, since btime",
+}
 
 
 @dataclass

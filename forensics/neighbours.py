@@ -130,6 +130,22 @@ OPENS_INCIDENT = frozenset({"spec-device-missing", "cdi-libcuda-missing", "cdi-u
                             "illegal-memory-access", "gpu-lost"})
 #: one search for any of them, so most lines are passed over with one test
 ANY = re.compile("|".join(f"(?:{p.pattern})" for _, p in SIGNATURES))
+#: the EPERM class's wording (``nvml-unknown``: NVML or CUDA cannot open a device the container still
+#: sees), one table for every reader of a log (the journal's NVML pass, pod logs): ``(signature, regex)``,
+#: the first that matches names the line; ``None`` names it by the matched text (``NVML_ERROR_*``,
+#: ``CUDA_ERROR_*``, go-nvml's ``ERROR_UNKNOWN``). A line one of :data:`SIGNATURES` also matches is that
+#: failure, not this class (:func:`nvml_class`)
+NVML_CLASS = (("nvml-unknown-error", r"Failed to initialize NVML: Unknown Error"),
+              (None, r"Failed to initialize NVML: ERROR_UNKNOWN"),  # go-nvml's spelling (device plugin, dcgm-exporter)
+              ("nvml-init-failed", r"Failed to initialize NVML"),
+              ("cuinit-failed", r"cuInit failed"),
+              (None, r"NVML_ERROR_[A-Z_]*"), (None, r"CUDA_ERROR_[A-Z_]*"))
+#: a text every line of :data:`NVML_CLASS` holds (a cheap test before the patterns; the journal's pass
+#: searches MESSAGE for these)
+NVML_MARKERS = ("Failed to initialize NVML", "cuInit failed", "NVML_ERROR_", "CUDA_ERROR_")
+_NVML_CLASS = tuple((name, re.compile(p)) for name, p in NVML_CLASS)
+_NVML_CLASS_BYTES = tuple((name, re.compile(p.encode())) for name, p in NVML_CLASS)
+NVML_ANY_BYTES = re.compile(b"|".join(re.escape(m.encode()) for m in NVML_MARKERS))
 #: the words that name a device plugin's pod or container (NVIDIA's, GKE's, HAMi's, the GPU Operator's)
 PLUGIN_HINT = "device-plugin"
 
@@ -156,4 +172,20 @@ def match(message: str | bytes) -> tuple[str, dict] | None:
         if name == "back-off" and not (device_plugin(groups.get("container")) or device_plugin(groups.get("pod"))):
             return None
         return name, groups
+    return None
+
+
+def nvml_class(message: str | bytes) -> str | None:
+    """The signature of :data:`NVML_CLASS` ``message`` (text, or bytes as a log holds them) shows
+    (``nvml-unknown-error``, ``nvml-init-failed``, ``cuinit-failed``, or the matched name such as
+    ``NVML_ERROR_NO_PERMISSION``), else ``None``; ``None`` too for a line of a neighbouring failure
+    (:func:`match`: ``cuInit failed:100``, ``CUDA_ERROR_NO_DEVICE``, ``Failed to initialize NVML:
+    Driver/library version mismatch``), which is not this class."""
+    table = _NVML_CLASS_BYTES if isinstance(message, bytes) else _NVML_CLASS
+    if not any((m.encode() if isinstance(message, bytes) else m) in message for m in NVML_MARKERS) or match(message):
+        return None
+    for name, pat in table:
+        if m := pat.search(message):
+            g = m.group(0)
+            return name or (g.decode() if isinstance(g, bytes) else g)
     return None

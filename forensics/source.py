@@ -2,7 +2,7 @@
 (``collectors/node.py``, ``collectors/kube``).
 
 A collector is a module (or package) in ``collectors/`` listed once in ``collectors.COLLECTORS`` (in
-acquisition order). It defines four names:
+acquisition order). It defines four names (and may define a fifth, ``begin``, below):
 
 ``NAME``
     The source's name (``"journal"``), used in progress notes and in the ``collector:NAME`` record
@@ -21,7 +21,21 @@ acquisition order). It defines four names:
     escapes is recorded by the pipeline as an ``error`` artifact and the other collectors still run.
 ``read(bundle, node: forensics.events.NodeFacts) -> Reading``
     Bundle -> :class:`Reading` (events, coverage, facts, problems), from the stored copies only, never
-    from the host. Give facts; never judge (verdicts belong to ``forensics/findings``).
+    from the host. Give facts; never judge (verdicts belong to ``forensics/findings``). Read a JSON
+    file of the bundle with ``bundle.json(rel, reading.problems)`` (:meth:`forensics.bundle.Bundle.json`).
+
+One more name is optional:
+
+``begin(ctx: CollectContext) -> Callable[[], None] | None``
+    :func:`acquire` in two steps, for a source slow enough to read in a child process while the
+    collectors after it run here (both cores busy): start the work and return the call that waits for
+    it and records the rest, or None when there is nothing to wait for. The pipeline
+    (:func:`forensics.ops.pipeline.collect`) calls ``begin`` instead of ``acquire`` for the first
+    collector that has it, calls what it returned once the others are done (or when interrupted: a
+    second interruption stops the child), and puts the manifest records it made where its turn was.
+    The work must run on its own copy of ``ctx`` and write only its own files. ``acquire`` stays the
+    whole thing in one call (``begin`` and then the returned call). Only :mod:`collectors.journal` has
+    one (:func:`collectors.journal.begin`).
 
 Budgets: the run has one time budget (``--time-budget``). Check ``ctx.expired()`` between files or
 requests; once it is true stop, and record what was not read as ``truncated`` with a note that says

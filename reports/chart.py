@@ -279,7 +279,7 @@ def _gap(ax, yc, strip, strips, cs, ce, source, reason, lo, hi, ctx) -> None:
         parts.append((lo, hi, f"{source}: {_first_clause(reason)}"))
     else:
         if cs and cs > max(lo, ctx.first + _SLACK):
-            parts.append((lo, cs, GAP_WORDING.get(source.lower(), source + ": no evidence before {d}")
+            parts.append((lo, cs, GAP_WORDING.get(source, source + ": no evidence before {d}")
                           .format(d=_day(cs, ctx))))
         if ce and ce < min(hi, ctx.last - _SLACK):
             parts.append((ce, hi, f"{source}: no evidence after {_day(ce, ctx)}"))

@@ -11,18 +11,12 @@ from dataclasses import dataclass
 #: the lanes always drawn, top to bottom
 LANES = ("journal", "packages", "containers", "DCGM", "GPU capacity")
 #: lanes drawn below those only when an event falls in them (the demo node has no Kubernetes evidence)
-OPTIONAL_LANES = ("kernel", "Kubernetes")
-#: gap ``source`` -> the lanes it limits (:func:`gap_lanes` matches other names by substring)
+OPTIONAL_LANES = ("kernel", "Kubernetes", "alerts")
+#: gap ``source`` (a name of :data:`forensics.events.GAP_SOURCES`) -> the lanes it limits; a source no lane
+#: shows (``boot``) limits none: the gaps table shows it
 GAP_LANES = {"journal": ("journal",), "dpkg": ("packages",), "apt": ("packages",),
-             "unattended-upgrades": ("packages",), "packages": ("packages",),
-             "containers": ("containers",), "containerd": ("containers",), "kubelet": ("containers",),
-             "dcgm": ("DCGM",), "dcgm-exporter": ("DCGM",), "capacity": ("GPU capacity",),
-             "prometheus": ("DCGM", "GPU capacity"), "kernel": ("kernel",), "kern.log": ("kernel",),
-             "kmsg": ("kernel",)}
-_GAP_SUBSTRINGS = (("prom", ("DCGM", "GPU capacity")), ("dcgm", ("DCGM",)), ("capacity", ("GPU capacity",)),
-                   ("journal", ("journal",)), ("contain", ("containers",)), ("oci", ("containers",)),
-                   ("cdi", ("containers",)), ("dpkg", ("packages",)), ("apt", ("packages",)),
-                   ("unattended", ("packages",)))
+             "unattended-upgrades": ("packages",), "prometheus": ("DCGM", "GPU capacity"), "kernel": ("kernel",),
+             "kern.log": ("kernel",), "kmsg": ("kernel",), "boot": ()}
 #: how a gap reads when its source starts covering at date D (node local date)
 GAP_WORDING = {"journal": "journal rotated before {d}", "dpkg": "dpkg.log rotated before {d}",
                "apt": "apt history rotated before {d}", "prometheus": "Prometheus retention starts {d}"}
@@ -65,11 +59,12 @@ _XID = Look("Xid (kernel)", "*", "#b00020", 11, True)
 _GPU_LOST = Look("GPU fell off the bus / API mismatch", "X", "#4a0010", 11, True)
 _OOM = Look("OOM kill", "v", "#5d4037", 9, False)
 _UPDATE = Look("runtime UpdateContainerResources", ">", "#d35400", 9, True)
+_ALERT = Look("alert recorded by Prometheus", "p", "#c62828", 9, True)
 
 #: every look, in drawing and legend order (a later one is drawn over an earlier one)
 LOOKS = (RELOAD, _REEXEC, _BOOT, _NVML, _APT, _UNATTENDED, _DPKG, _CREATED, _RUNC_WARNING, PROBE_OK, PROBE_FAILED,
          _DCGM, _CAPACITY, _KUBE_EVENT, _KUBE_CONDITION, _KUBE_TERMINATED, _SYMPTOM, _FORGED, _XID, _GPU_LOST, _OOM,
-         _UPDATE, OTHER)
+         _UPDATE, _ALERT, OTHER)
 
 #: kind -> ``(lane, look)``; ``None`` for the kinds not drawn as markers (incident windows are shaded).
 #: A ``container.probe`` whose result is one of :data:`PROBE_ERRORS` is drawn as :data:`PROBE_FAILED`.
@@ -109,6 +104,7 @@ STYLES: dict[str, tuple[str, Look] | None] = {
     "kernel.pcie-error": ("kernel", OTHER),
     "runtime.update-resources": ("containers", _UPDATE),
     "metrics.xid": ("DCGM", _XID),
+    "metrics.alert": ("alerts", _ALERT),
     "incident.start": None,
     "incident.end": None,
 }
@@ -126,12 +122,9 @@ def style(entry: dict) -> tuple[str, Look] | None:
 
 
 def gap_lanes(source: str) -> tuple[str, ...]:
-    """The lanes a gap of ``source`` (a ``gaps[].source``) limits; ``()`` for one that is not an
-    evidence lane (e.g. ``boot``: the gaps table shows it)."""
-    s = source.lower()
-    if s in GAP_LANES:
-        return GAP_LANES[s]
-    return next((lanes for key, lanes in _GAP_SUBSTRINGS if key in s), ())
+    """The lanes a gap of ``source`` (a ``gaps[].source``, one of :data:`forensics.events.GAP_SOURCES`)
+    limits; ``()`` for one that is not an evidence lane (``boot``: the gaps table shows it)."""
+    return GAP_LANES.get(source, ())
 
 
 def place_rows(spans: list[tuple[float, float]], gap: float) -> list[int]:

@@ -162,13 +162,22 @@ def _sections(a: dict, f) -> list[tuple[str, list[str]]]:
     _exposure(out, a, f)
     _host_gpu(out, a, f)
     _other_failures(out, a, f)
-    audit = (a.get("metrics") or {}).get("alert_audit") or {}
-    if (a.get("metrics") or {}).get("collected") and audit.get("audited"):
-        out.append(("alerts", [f.h("Alerts"), f"{e(audit.get('summary'))} Suggested rules: "
-                               f"{f.mono('gpu-alerts.rules.yml')} beside the report.", ""]))
+    _alerts(out, a, f)
     out.append(("gaps", [f.h("Evidence gaps")] + [_gap(g, f) for g in a.get("gaps") or []] + [""]))
     _remedies(out, a, f)
     return out
+
+
+def _alerts(out: list, a: dict, f) -> None:
+    """What Prometheus recorded of the node's alerts, then the audit's answer (would they have fired)."""
+    e, m = f.esc, a.get("metrics") or {}
+    audit, recorded = m.get("alert_audit") or {}, m.get("alerts_recorded") or {}
+    lines = [f"- Recorded: {e(recorded['summary'])}"] if m.get("collected") and recorded.get("summary") else []
+    if m.get("collected") and audit.get("audited"):
+        lines.append(f"- Would they have fired: {e(audit.get('summary'))} Suggested rules: "
+                     f"{f.mono('gpu-alerts.rules.yml')} beside the report.")
+    if lines:
+        out.append(("alerts", [f.h("Alerts"), *lines, ""]))
 
 
 def broke_sentence(b: dict | None) -> str:

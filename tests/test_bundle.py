@@ -151,7 +151,7 @@ def test_copy_keeps_what_it_stored_and_paths_stay_inside(tmp_path):
 def test_manifest_is_written_in_pieces_that_equal_the_whole(tmp_path):
     # finish() never holds the manifest text whole (7,000 records on a big node); the pieces it hashes
     # must be exactly the canonical JSON verify() recomputes, and the file one record per line
-    from forensics.bundle import _canonical_pieces, canonical_sha256
+    from forensics.bundle_write import _canonical_pieces, canonical_sha256
     w = BundleWriter(tmp_path / "b")
     w.write_json("x/é.json", {"k": "\u2028"}, source="/x", method="generated")
     w.record(Artifact(None, "/etc/ünreadable", Status.UNREADABLE, "copy", errno=13, message="Permission denied",

@@ -86,7 +86,7 @@ def test_demo_metrics_retention_gap_and_alert_audit(demo):
     audit = a["metrics"]["alert_audit"]
     assert audit["audited"] and audit["gap"] == {"capacity_zero": True, "dcgm_absent": True}
     html = (out / "report.html").read_text()
-    assert '<h2 id="alerts">Would the alerts have fired?</h2>' in html
+    assert '<h2 id="alerts">Did an alert fire?</h2>' in html
     rules = out / "gpu-alerts.rules.yml"
     r = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS: 3 rules found" in r.stdout

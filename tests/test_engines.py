@@ -255,6 +255,30 @@ def test_spec_unreadable_eacces_as_an_unprivileged_collector():
     assert _unknown(rec) == (None,) * 5 and rec["gpu"] is None  # unknown, not "no GPU"
 
 
+def test_a_docker_container_shows_the_pod_its_dockershim_labels_name(root, tmp_path):
+    """Issue 29: a GPU container of a Docker node run by the kubelet through dockershim or cri-dockerd (HAMi's
+    nodes among them) carries its pod in Docker's own config labels, not in OCI annotations: the record and
+    the exposure's remedy name the pod, never "(it has no pod)"."""
+    from forensics.findings.exposure import assess
+    b1 = root / f"run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby/{D1}"
+    _w(b1 / "config.json", {**GPU_SPEC, "process": {"env": ["NVIDIA_VISIBLE_DEVICES=GPU-1"]},
+                            "hooks": {"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook",
+                                                    "args": ["nvidia-container-runtime-hook", "prestart"]}]},
+                            "linux": {"devices": [], "cgroupsPath": f"system.slice:docker:{D1}"}})
+    _w(root / f"var/lib/docker/containers/{D1}/config.v2.json",
+       {"Name": "/k8s_vllm_infer-0_ml_5d1e_0", "Config": {"Image": "vllm/vllm-openai:v0.6.3", "Labels": {
+           "io.kubernetes.pod.name": "infer-0", "io.kubernetes.pod.namespace": "ml",
+           "io.kubernetes.container.name": "vllm", "io.kubernetes.docker.type": "container",
+           "io.kubernetes.pod.uid": "5d1e"}}})
+    _, recs = _acquire(root, tmp_path / "b")
+    one = recs[D1]
+    assert (one["engine"], one["pod"], one["pod_namespace"], one["container_name"]) == ("docker", "infer-0", "ml", "vllm")
+    exp = assess({"systemd_cgroup": None}, [one], None)
+    row = exp["containers"][0]
+    assert (row["pod"], row["namespace"], row["gpu_injection"]) == ("infer-0", "ml", "hook")
+    assert not any("it has no pod" in r["change"] for r in exp["remedies"])
+
+
 def test_roots_from_the_command_lines_of_conmon_the_v1_shim_and_dockerd(tmp_path):
     roots = engines.Roots(str(tmp_path))  # an empty root: no path resolves to another
     engines.roots_from_cmdline(["/usr/bin/conmon", "-b", "/x/userdata", "-r", "/usr/bin/runc", "--runtime-arg",

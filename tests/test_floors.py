@@ -5,7 +5,7 @@
 - findings import only the core and themselves;
 - reports import only the core and themselves (they render the analysis JSON);
 - ops may import everything;
-- no import circle between modules, and no product module over 450 lines;
+- no import circle between modules, no product module over 450 lines, no function over 60;
 - the repository stands alone: no tracked file cites a path outside it (the test corpus
   ``../shared/real-inputs``, read in place under the ``corpus`` marker, is the one exception).
 Imports inside functions count: a lazy import is still a dependency.
@@ -20,6 +20,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 PACKAGES = ("forensics", "collectors", "reports")
 MAX_LINES = 450
+MAX_FUNCTION_LINES = 60
 
 
 def _modules() -> dict[str, Path]:
@@ -121,6 +122,18 @@ def test_no_product_module_is_over_450_lines():
     mods, _ = _graph()
     big = {m: n for m, p in mods.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}
+
+
+def test_no_product_function_is_over_60_lines():
+    """Issue 29: a function that decides several things is split into steps named for what each decides
+    (from its ``def`` line to its last line, nested functions counted in their parent)."""
+    long = []
+    for m, p in _modules().items():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                long.append(f"{m}.{node.name}: {n} lines")
+    assert long == []
 
 
 def test_collectors_declare_the_contract():

@@ -76,3 +76,76 @@ def test_one_url_in_text_rule_for_bundles_and_messages():
         assert f"X-Amz-Signature={mark}" in out and f"/p/{mark}" in out and f"?sig={mark}" in out
     kept = redact_text("kubelet: GET /api/v1/pods?watch=true&resourceVersion=42 from /var/lib/p/abc/x")
     assert kept == "kubelet: GET /api/v1/pods?watch=true&resourceVersion=42 from /var/lib/p/abc/x"
+
+
+def test_bundle_json_is_the_one_way_readers_take_json_out_of_a_bundle(tmp_path):
+    """Bundle.json on real files written by BundleWriter: an object, an array, bytes that do not parse,
+    a nesting deeper than the parser takes, a file the manifest lists but that is gone, and one never
+    written; each reader module that had its own helper now calls it (no json.loads of a bundle path but the
+    node's own daemon.json, a host file read by dockerd's rules)."""
+    import re
+
+    from forensics.bundle import Bundle, BundleWriter
+    w = BundleWriter(tmp_path / "b")
+    w.write_json("x/obj.json", {"a": 1}, source="test", method="write")
+    w.write_json("x/list.json", [1, 2], source="test", method="write")
+    w.write_bytes("x/bad.json", b'{"a": ', source="test", method="write")
+    w.write_bytes("x/deep.json", b"[" * 200_000 + b"]" * 200_000, source="test", method="write")
+    w.write_json("x/gone.json", {}, source="test", method="write")
+    w.finish()
+    b = Bundle.open(tmp_path / "b")
+    (b.root / "x/gone.json").unlink()
+    problems = []
+    assert b.json("x/obj.json", problems) == {"a": 1}
+    assert b.json("x/list.json", problems, list) == [1, 2] and b.json("x/list.json", None, None) == [1, 2]
+    assert b.json("x/list.json", problems) is None                    # an array where an object is wanted
+    assert b.json("x/bad.json", problems) is None
+    assert b.json("x/deep.json", problems, None) is None              # RecursionError: unparsable, no crash
+    assert b.json("x/gone.json", problems) is None and b.json("never.json", problems) is None
+    assert [(p["artifact"], p["message"].split(":")[0]) for p in problems] == [
+        ("x/list.json", "not a JSON object"), ("x/bad.json", "cannot read"), ("x/deep.json", "cannot read")]
+    loose = re.compile(r"json\.loads?\((?:self\.)?bundle\.path\(")
+    offenders = [str(p.relative_to(PROJECT)) for p in sorted((PROJECT / "collectors").rglob("*.py"))
+                 if loose.search(p.read_text())]
+    # the one left reads the node's own daemon.json as dockerd does (an empty file is no settings)
+    assert offenders == ["collectors/runtime_config/engines.py"]
+
+
+def test_gap_sources_are_one_table_the_chart_reads_by_name():
+    """Every coverage source a collector names is in forensics.events.GAP_SOURCES, and the chart's lanes
+    and words are keyed by exactly those names (no substring guess: a source named ``apt-mirror`` or
+    ``promtail`` limits no lane it does not name)."""
+    import collectors.packages as packages
+    from forensics.events import GAP_SOURCES
+    from reports.styles import GAP_LANES, GAP_WORDING, gap_lanes
+    given = {log.source for log in (packages.DPKG, packages.APT, packages.UU)}
+    for p in sorted((PROJECT / "collectors").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Coverage" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                given.add(node.args[0].value)
+    assert given == set(GAP_SOURCES)
+    assert set(GAP_LANES) == set(GAP_SOURCES) and set(GAP_WORDING) <= set(GAP_SOURCES)
+    assert gap_lanes("prometheus") == ("DCGM", "GPU capacity") and gap_lanes("kmsg") == ("kernel",)
+    assert gap_lanes("boot") == () and gap_lanes("promtail") == () and gap_lanes("apt-mirror") == ()
+
+
+def test_one_wording_of_the_eperm_class_for_journal_and_pod_logs():
+    """The journal's NVML pass and the pod-log reader name the same lines, from forensics.neighbours'
+    one table: the home case in both spellings, a bare "Failed to initialize NVML: Insufficient
+    Permissions" (the journal counted it, pod logs did not), and never a neighbouring failure's line."""
+    from collectors.journal.wording import nvml_error
+    from collectors.podlogs import error_signature
+    lines = {"Failed to initialize NVML: Unknown Error": "nvml-unknown-error",
+             "time=... level=error msg=\"Failed to initialize NVML: ERROR_UNKNOWN\"":
+                 "Failed to initialize NVML: ERROR_UNKNOWN",
+             "Failed to initialize NVML: Insufficient Permissions": "nvml-init-failed",
+             "cuInit failed: Unknown error": "cuinit-failed",
+             "nvmlInit: NVML_ERROR_NO_PERMISSION": "NVML_ERROR_NO_PERMISSION",
+             "Failed to initialize NVML: Driver/library version mismatch": None,
+             "cuInit failed:100": None, "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected": None,
+             "all good": None}
+    for line, want in lines.items():
+        assert error_signature(line.encode()) == want, line
+        assert nvml_error(line) is (want is not None), line
+

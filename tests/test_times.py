@@ -17,7 +17,7 @@ from journalbuild import build_journal, export_entry
 from collectors import packages
 from forensics.bundle import Bundle, BundleWriter
 from forensics.events import NodeFacts
-from forensics.findings.exposure import _Context
+from forensics.findings.exposure_row import Context
 from forensics.ops.pipeline import analyze, collect, read_all
 from forensics.source import CollectContext
 
@@ -252,7 +252,7 @@ def test_rhel_banner_gives_systemd_239_and_the_dev_char_rule_runs(tmp_path):
     assert readings.node.systemd_version == "239-58.el8"
     systemd = readings.facts["runtime"]["versions"]["systemd"]
     assert systemd == {"version": "239-58.el8", "basis": "start-up banner at 2026-07-01T00:00:02Z"}
-    ctx = _Context(readings.facts["runtime"], None, [])   # what exposure.assess computes once per node
+    ctx = Context(readings.facts["runtime"], None, [])   # what exposure.assess computes once per node
     assert ctx.systemd == (239,) and ctx.needs_links and ctx.why_links == "systemd 239"
 
 

@@ -103,6 +103,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from datetime import datetime
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
@@ -225,13 +226,8 @@ def records(bundle: Bundle, problems: list | None = None) -> list[tuple[str, dic
     out = []
     for art in bundle.find("containers/"):
         if art.path.endswith("/" + RECORD):
-            try:
-                rec = json.loads(bundle.path(art.path).read_text("utf-8"))
-                if not isinstance(rec, dict):
-                    raise ValueError("not a JSON object")
-            except (OSError, ValueError) as e:
-                if problems is not None:
-                    problems.append({"artifact": art.path, "message": f"cannot read: {e}"})
+            rec = bundle.json(art.path, problems)
+            if rec is None:
                 continue
             out.append((art.path, rec))
     return out
@@ -269,43 +265,51 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
                                         else False)
         reading.facts.setdefault("containers", []).append(rec)
         reading.facts["device_plugin_dir"] = cp.DEVICE_PLUGIN_DIR  # what device_plugin_socket_mount checks
-        ev = {"artifact": rel}
-        cid, pod = rec.get("id"), rec.get("pod")
-        label = f"{rec.get('pod_namespace')}/{pod}" if pod else cid
-        created = _time(rec.get("created"))
-        if created:
-            name = rec.get("container_name") or (cid or "")[:12]
-            reading.events.append(Event(created, "containers", "container.created",
-                                        f"container {name} of {label} created" + (" (GPU)" if rec["gpu"] else ""),
-                                        {"id": cid, "pod": pod, "namespace": rec.get("pod_namespace"),
-                                         "container_name": rec.get("container_name"), "gpu": rec["gpu"]}, ev))
-        for path, result in (rec.get("probe") or {}).items():
-            if result != "not-run" and at_collect:
-                reading.events.append(Event(at_collect, "containers", "container.probe",
-                                            f"open({path}) in {label}: {result}",
-                                            {"id": cid, "pod": pod, "path": path, "result": result}, ev))
-        for prog in ((rec.get("cgroup") or {}).get("bpf") or []):
-            loaded = _time(prog.get("loaded_at"))
-            if loaded and created and loaded > created:
-                reading.events.append(Event(loaded, "containers", "container.device-rules-applied",
-                                            f"device rules of {label} re-applied (BPF program {prog.get('id')} "
-                                            f"{prog.get('name') or 'unnamed'} loaded)",
-                                            {"id": cid, "pod": pod, "prog_id": prog.get("id"),
-                                             "prog_name": prog.get("name")}, ev))
-        for entry in rec.get("runc_log") or []:
-            at = _time(entry.get("time")) if isinstance(entry, dict) else None
-            if at:
-                dev = entry.get("device")
-                reading.events.append(Event(at, "containers", "container.runc-warning",
-                                            f"runc {entry.get('level')} for {label}: {entry.get('msg')}"[:300],
-                                            {"id": cid, "pod": pod, "level": entry.get("level"), "device": dev,
-                                             "message": entry.get("msg")},
-                                            {"artifact": rel.rsplit("/", 1)[0] + "/log.json"}))
+        reading.events.extend(_record_events(rel, rec, at_collect))
     if late:
         reading.problems.append({"artifact": "containers", "message": f"{late} container(s) only partly read: "
                                  "the time budget (--time-budget) was spent while they were read; their cgroup, "
                                  "/dev and probe are unknown"})
     return reading
+
+
+def _record_events(rel: str, rec: dict, at_collect: datetime | None) -> list[Event]:
+    """The events of one container record (:func:`read` lists them): created, each probe result, each
+    later re-application of its device rules, each warning of runc's log."""
+    out: list[Event] = []
+    ev = {"artifact": rel}
+    cid, pod = rec.get("id"), rec.get("pod")
+    label = f"{rec.get('pod_namespace')}/{pod}" if pod else cid
+    created = _time(rec.get("created"))
+    if created:
+        name = rec.get("container_name") or (cid or "")[:12]
+        out.append(Event(created, "containers", "container.created",
+                         f"container {name} of {label} created" + (" (GPU)" if rec["gpu"] else ""),
+                         {"id": cid, "pod": pod, "namespace": rec.get("pod_namespace"),
+                          "container_name": rec.get("container_name"), "gpu": rec["gpu"]}, ev))
+    for path, result in (rec.get("probe") or {}).items():
+        if result != "not-run" and at_collect:
+            out.append(Event(at_collect, "containers", "container.probe",
+                             f"open({path}) in {label}: {result}",
+                             {"id": cid, "pod": pod, "path": path, "result": result}, ev))
+    for prog in ((rec.get("cgroup") or {}).get("bpf") or []):
+        loaded = _time(prog.get("loaded_at"))
+        if loaded and created and loaded > created:
+            out.append(Event(loaded, "containers", "container.device-rules-applied",
+                             f"device rules of {label} re-applied (BPF program {prog.get('id')} "
+                             f"{prog.get('name') or 'unnamed'} loaded)",
+                             {"id": cid, "pod": pod, "prog_id": prog.get("id"),
+                              "prog_name": prog.get("name")}, ev))
+    for entry in rec.get("runc_log") or []:
+        at = _time(entry.get("time")) if isinstance(entry, dict) else None
+        if at:
+            dev = entry.get("device")
+            out.append(Event(at, "containers", "container.runc-warning",
+                             f"runc {entry.get('level')} for {label}: {entry.get('msg')}"[:300],
+                             {"id": cid, "pod": pod, "level": entry.get("level"), "device": dev,
+                              "message": entry.get("msg")},
+                             {"artifact": rel.rsplit("/", 1)[0] + "/log.json"}))
+    return out
 
 
 def _budget_problems(bundle: Bundle, problems: list) -> None:
@@ -316,11 +320,13 @@ def _budget_problems(bundle: Bundle, problems: list) -> None:
             problems.append({"artifact": "containers", "message": " ".join(art.notes) or "discovery cut short"})
     if not any(a.path == NOT_READ for a in bundle.find("containers/")):
         return
+    doc = bundle.json(NOT_READ, problems)
     try:
-        doc = json.loads(bundle.path(NOT_READ).read_text("utf-8"))
         left, found = len(doc["not_read"]), doc["found"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        problems.append({"artifact": NOT_READ, "message": f"cannot read: {e}"})
+    except (KeyError, TypeError):
+        if doc is not None:
+            problems.append({"artifact": NOT_READ, "message": "cannot read: not the not_read/found record the "
+                             "containers collector writes"})
         return
     problems.append({"artifact": NOT_READ, "message": f"{left} of the {found} containers found were not read: the "
                      "time budget (--time-budget) was spent; whether they hold or lost a GPU is unknown"})

@@ -408,16 +408,8 @@ def still_written(spans: list, files: list, manifest: dict) -> list:
 
 
 def _load(bundle, rel: str, out: Reading, kind: type):
-    if not bundle.find(rel):
-        return kind()
-    try:
-        data = json.loads(bundle.path(rel).read_text())
-        if isinstance(data, kind):
-            return data
-        out.problems.append({"artifact": rel, "message": f"expected a JSON {kind.__name__}"})
-    except (OSError, ValueError, RecursionError) as e:
-        out.problems.append({"artifact": rel, "message": f"unreadable: {e}"})
-    return kind()
+    """The stored ``rel`` (:meth:`forensics.bundle.Bundle.json`), an empty ``kind`` when absent or bad."""
+    return (bundle.json(rel, out.problems, kind) if bundle.find(rel) else None) or kind()
 
 
 def _stored(bundle, out: Reading):

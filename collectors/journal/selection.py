@@ -282,6 +282,27 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     def keep(rule, e=None):
         sel.keep(rule, e["__CURSOR"] if e else src.cursor(), e or src.full)
 
+    triggers = _pid1_pass(src, since, problems, keep)
+    for start, end, pids in windows(triggers, since):
+        _requester_window(src, start, end, pids, problems, keep)
+    _nvml_pass(src, since, problems, keep)
+    boots = []
+    for b in src.unique("_BOOT_ID"):
+        first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
+        if first and last:
+            keep("boot", first)
+            keep("boot", last)
+            boots.append({"boot_id": b, **edge_record(first, "first"), **edge_record(last, "last")})
+    first, last = src.edge(), src.edge(last=True)
+    for e in (first, last):
+        if e:
+            keep("coverage", e)
+    return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
+
+
+def _pid1_pass(src, since, problems: list[str], keep) -> list[tuple]:
+    """PID 1's lines (:func:`pid1_rule`), kept; returns the ``(µs, caller pid)`` of each reload, re-exec or
+    SIGHUP line, around which the requesters are looked for."""
     triggers = []
 
     def pid1_kept(rule, e, whole):
@@ -298,19 +319,28 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
             rule = pid1_rule(e)
             if rule:
                 pid1_kept(rule, e, False)
-    for start, end, pids in windows(triggers, since):
-        groups = ([[("_PID", p) for p in pids]] if pids else []) + \
-            [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
-        for e in _scan_all(src.scan(groups, start, end), problems, "requester window"):
-            if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
-                    and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
-                continue
-            keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) else "forged")
-        # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
-        # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
-        for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):
-            if text(e.get("UNIT")) and unit_action(text(e.get("MESSAGE")), text(e.get("MESSAGE_ID"))):
-                keep("unit" if pid1_trusted(e) else "forged")
+    return triggers
+
+
+def _requester_window(src, start, end, pids, problems: list[str], keep) -> None:
+    """The lines of who may have asked for one reload (``[start, end]`` µs around it): the caller's PID, the
+    requester units, sudo's systemctl lines, and every unit's start and stop lines."""
+    groups = ([[("_PID", p) for p in pids]] if pids else []) + \
+        [[("_SYSTEMD_UNIT", u) for u in REQUESTER_UNITS], [("SYSLOG_IDENTIFIER", "sudo")]]
+    for e in _scan_all(src.scan(groups, start, end), problems, "requester window"):
+        if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
+                and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
+            continue
+        keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) else "forged")
+    # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
+    # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
+    for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):
+        if text(e.get("UNIT")) and unit_action(text(e.get("MESSAGE")), text(e.get("MESSAGE_ID"))):
+            keep("unit" if pid1_trusted(e) else "forged")
+
+
+def _nvml_pass(src, since, problems: list[str], keep) -> None:
+    """The NVML/CUDA errors, kubelet's probe lines and the kernel's lines (:func:`nvml_rule`), kept."""
     units = [u for u in src.unique("_SYSTEMD_UNIT") if nvml_unit(u)]
     # the identifiers: kubelet's and containerd's lines outside their units (microk8s' snap units; a
     # forgery), the kernel's (collectors.journal.kernel.KERNEL)
@@ -325,18 +355,6 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
             rule = nvml_rule(e)
             if rule:
                 keep(rule)
-    boots = []
-    for b in src.unique("_BOOT_ID"):
-        first, last = src.edge([("_BOOT_ID", b)]), src.edge([("_BOOT_ID", b)], last=True)
-        if first and last:
-            keep("boot", first)
-            keep("boot", last)
-            boots.append({"boot_id": b, **edge_record(first, "first"), **edge_record(last, "last")})
-    first, last = src.edge(), src.edge(last=True)
-    for e in (first, last):
-        if e:
-            keep("coverage", e)
-    return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
 
 
 def kernel_span(src) -> tuple[dict | None, dict | None]:

@@ -54,7 +54,7 @@ REQUESTER_UNITS = ("apt-daily.service", "apt-daily-upgrade.service", "unattended
 #: units whose own output may carry NVML/CUDA errors and kubelet probe lines
 NVML_UNITS = ("kubelet.service", "containerd.service", "docker.service", "crio.service", "k3s.service",
               "k3s-agent.service")
-NVML_MARKERS = ("Failed to initialize NVML", "cuInit failed", "NVML_ERROR_", "CUDA_ERROR_")
+NVML_MARKERS = neighbours.NVML_MARKERS
 #: klog structured line written by kubelet's prober on a probe status change
 PROBE_RE = re.compile(r'"SyncLoop \(probe\)" probe="(readiness|liveness|startup)" status="([^"]*)"'
                       r'(?: pod="([^"]+)")?')
@@ -197,7 +197,7 @@ def unit_action(message: str, message_id: str | None = None) -> str | None:
 def nvml_error(message: str) -> bool:
     """True when ``message`` reports an NVML or CUDA initialisation error of the EPERM class: a line
     of a neighbouring failure (:func:`forensics.neighbours.match`, ``cuInit failed:100`` say) is not one."""
-    return any(s in message for s in NVML_MARKERS) and not neighbours.match(message)
+    return neighbours.nvml_class(message) is not None
 
 
 def probe_status(message: str) -> tuple[str, str, str | None] | None:

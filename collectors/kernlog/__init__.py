@@ -25,7 +25,6 @@ lines changed) unless ``--no-redact``.
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -201,9 +200,4 @@ def _when(text) -> object:
 def _meta(bundle: Bundle, problems: list) -> dict:
     if not bundle.find(META):
         return {}
-    try:
-        data = json.loads(bundle.path(META).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError) as e:
-        problems.append({"artifact": META, "message": f"cannot read: {e}"})
-        return {}
+    return bundle.json(META, problems) or {}

@@ -356,14 +356,6 @@ def parse_events(obj: dict, until: datetime | None = None, since: timedelta | No
 
 
 # -- read ------------------------------------------------------------------------------------------
-def _load(bundle: Bundle, rel: str, problems: list) -> dict | None:
-    try:
-        return json.loads(bundle.path(rel).read_text("utf-8"))
-    except (OSError, ValueError) as e:
-        problems.append({"artifact": rel, "message": f"cannot read: {e}"})
-        return None
-
-
 def summary(bundle: Bundle, problems: list | None = None) -> dict:
     """What the stored answers say: ``{"node": parse_node | None, "gpu_pods": parse_pods, "device_plugin":
     {parse_daemonset of the first plugin DaemonSet} | None, "daemonsets": [...], "events": parse_events
@@ -375,13 +367,13 @@ def summary(bundle: Bundle, problems: list | None = None) -> dict:
         return {}
     coll = bundle.manifest.get("collection") or {}
     until = parse_iso(coll["start"]) if coll.get("start") else None
-    node = _load(bundle, "kube/node.json", problems) if "kube/node.json" in arts else None
-    pods = _load(bundle, "kube/pods.json", problems) if "kube/pods.json" in arts else None
+    node = bundle.json("kube/node.json", problems) if "kube/node.json" in arts else None
+    pods = bundle.json("kube/pods.json", problems) if "kube/pods.json" in arts else None
     dss = [parse_daemonset(d) for rel in sorted(arts) if rel.startswith("kube/daemonsets/")
-           if (d := _load(bundle, rel, problems))]
+           if (d := bundle.json(rel, problems))]
     events = [{**e, "artifact": rel} for rel in sorted(arts) if rel.startswith("kube/events/")
-              for e in parse_events(_load(bundle, rel, problems) or {}, until)]
-    reqs = _load(bundle, "kube/requests.json", problems) if "kube/requests.json" in arts else []
+              for e in parse_events(bundle.json(rel, problems) or {}, until)]
+    reqs = bundle.json("kube/requests.json", problems, list) if "kube/requests.json" in arts else []
     return {"node": parse_node(node) if node else None, "gpu_pods": parse_pods(pods) if pods else [],
             "daemonsets": dss, "device_plugin": dss[0] if dss else None,
             "events": sorted(events, key=lambda e: e["at"]), "errors": [r for r in reqs or [] if r.get("error")]}

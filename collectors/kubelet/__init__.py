@@ -204,10 +204,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     a bundle without ``kubelet/index.json``. A stored file that does not parse is a problem, and the
     fact's value it would have given is unknown."""
     r = Reading()
-    idx = _load(bundle, INDEX, r.problems, json.loads)
+    idx = bundle.json(INDEX, r.problems)
     if not isinstance(idx, dict):
         return r
-    pods = _pods(_load(bundle, "kubelet/pods.json", r.problems, json.loads))
+    pods = _pods(bundle.json("kubelet/pods.json", r.problems))
     r.facts["kubelet"] = {
         "config": _config_fact(bundle, idx, r.problems),
         "cpu_manager_state": _state(bundle, idx, "cpu_manager_state", cps.cpu_manager_state, r.problems),
@@ -217,7 +217,7 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     return r
 
 
-def _load(bundle: Bundle, rel: str, problems: list, parse):
+def _load_config(bundle: Bundle, rel: str, problems: list, parse):
     """``parse(text)`` of a stored file, a mapping; None when absent (its status says why), unparsable or of
     another type (a problem)."""
     try:
@@ -239,7 +239,7 @@ def _config_fact(bundle: Bundle, idx: dict, problems: list) -> dict:
     files, gaps = [], []
     for path in ([idx["config_file"]] if idx.get("config_file") else []) + list(idx.get("drop_ins") or []):
         rel = (idx.get("files") or {}).get(path)
-        doc = _load(bundle, rel, problems, _parse_config) if rel else None
+        doc = _load_config(bundle, rel, problems, _parse_config) if rel else None
         if isinstance(doc, dict):
             files.append((path, doc))
         else:
@@ -269,7 +269,7 @@ def _parse_config(text: str):
 
 
 def _state(bundle: Bundle, idx: dict, name: str, parse, problems: list) -> dict | None:
-    doc = _load(bundle, f"kubelet/{name}", problems, json.loads)
+    doc = bundle.json(f"kubelet/{name}", problems)
     if doc is None:
         return None
     return {"source": f"{idx.get('root_dir')}/{name}", **parse(doc)}
@@ -291,7 +291,7 @@ def _pods(doc) -> dict:
 
 
 def _devices(bundle: Bundle, idx: dict, pods: dict, problems: list) -> dict | None:
-    doc = _load(bundle, "kubelet/kubelet_internal_checkpoint.json", problems, json.loads)
+    doc = bundle.json("kubelet/kubelet_internal_checkpoint.json", problems)
     if doc is None:
         return None
     d = cps.device_checkpoint(doc)

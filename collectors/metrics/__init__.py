@@ -7,7 +7,8 @@ own ``/metrics`` (``prometheus_tsdb_lowest_timestamp_seconds``: the oldest sampl
 DCGM series (``/api/v1/series``), their first and last sample per GPU, ``up`` of each exporter target
 right after its last DCGM sample, ``kube_node_status_capacity``/``allocatable{resource="nvidia_com_gpu"}``
 (coarse range queries, then raw samples around each change), the node's ``DCGM_FI_DEV_XID_ERRORS`` history
-the same way (:mod:`collectors.metrics.xid`), ``/api/v1/rules``; with ``--dcgm-url``,
+the same way (:mod:`collectors.metrics.xid`), ``/api/v1/rules``, the node's ``ALERTS`` and ``ALERTS_FOR_STATE``
+(:mod:`collectors.metrics.alerts`); with ``--dcgm-url``,
 one scrape of dcgm-exporter's ``/metrics``.
 
 Traps designed around (docs/sources.md "Prometheus", "DCGM exporter and kube-state-metrics"):
@@ -20,7 +21,6 @@ renames clashing labels to ``exported_*``.
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import time
@@ -38,6 +38,8 @@ from .promclient import (PromClient, PrometheusError, Unreachable, answered, dur
                          last_samples, lowest_timestamp, promql_str, read_credential, selector_matches, stats_expr,
                          stored_data, stored_result)
 from .urls import shown_source, url_problem
+from .alerts import collect as alerts_collect, node_selectors, read as alerts_read
+from .scrape import read as scrape_read
 from .xid import BASIS as XID_BASIS, METRIC as XID_METRIC, collect as xid_collect, gpu_labels as _gpu, read as xid_read
 
 NODE_LABELS = ("Hostname", "hostname", "exported_Hostname", "exported_hostname", "node", "kubernetes_node",
@@ -156,6 +158,7 @@ def _collect(client: PromClient, node: str, info: dict) -> None:
     for kind, metric in CAPACITY.items():
         _capacity(client, kind, f'{metric}{{resource="{RESOURCE}",node={promql_str(node)}}}', w0, now, step)
     _q(client, "/api/v1/rules", None, "alert rules (audit)", "rules")
+    alerts_collect(client, _q, node_selectors(NODE_LABELS, node, used), w0, now, step, info)
 
 
 def _dcgm(client: PromClient, node: str, w0: int, now: int, step: int) -> tuple[list[str], bool]:
@@ -237,7 +240,8 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``gpu``, ``uuid``, ``hostname``, ``metric``, ``job``, ``instance``), ``metrics.capacity-change``
     (attrs ``resource``, ``series`` = capacity|allocatable, ``old``, ``new``, ``last_old_at``) and
     ``metrics.xid`` (each change of a GPU's ``DCGM_FI_DEV_XID_ERRORS`` to a new non-zero value, at the first
-    sample with it: :func:`collectors.metrics.xid.read`).
+    sample with it: :func:`collectors.metrics.xid.read`) and ``metrics.alert`` (each episode of an alert Prometheus
+    recorded for the node: :func:`collectors.metrics.alerts.read`, whose record is the fact ``alerts_recorded``).
     Coverage: ``prometheus`` from the oldest sample held to the query time. Facts: ``metrics`` =
     ``{"source", "errors", "dcgm_exporter_now", "retention", "dcgm_last_seen", "capacity_history"
     ({kind: {"first_sample", "last_sample"}}), "capacity_changes", "resource", "dcgm_targets",
@@ -251,35 +255,25 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     empty Reading when the bundle has no ``metrics/index.json``.
     """
     r = Reading()
-    try:
-        idx = json.loads(bundle.path("metrics/index.json").read_text())
-    except FileNotFoundError:
-        now = _dcgm_now(bundle)
+    idx = bundle.json("metrics/index.json", r.problems)
+    if idx is None:
+        now = None if bundle.find("metrics/index.json") else scrape_read(bundle)
         if now:
             r.facts = {"metrics": {"dcgm_exporter_now": now}}
-        return r
-    except (OSError, ValueError) as e:
-        r.problems.append({"artifact": "metrics/index.json", "message": str(e)})
         return r
     root, entries, now = bundle.root, idx.get("calls", []), idx.get("now")
     m = {"source": idx.get("source"), "errors": [{"request": e["request"], "purpose": e.get("purpose"),
                                                    "error": e["error"], "artifact": e.get("file")}
                                                   for e in entries if e.get("error")]}
     r.facts = {"metrics": m}
-    m["dcgm_exporter_now"] = _dcgm_now(bundle)
+    m["dcgm_exporter_now"] = scrape_read(bundle)
     if now is None:
         r.coverage.append(Coverage("prometheus", None, None, f"Prometheus did not answer: {idx.get('aborted')}"))
         return r
     m["retention"] = ret = _retention(root, entries, idx)
     gpus, targets = _dcgm_read(root, entries, now)
     m["dcgm_last_seen"] = gpus
-    hist = {kind: _history(root, entries, kind, idx) for kind in CAPACITY}
-    m["capacity_history"] = {k: {x: h[x] for x in ("first_sample", "last_sample")} for k, h in hist.items()}
-    m["capacity_changes"] = [c for h in hist.values() for c in h["changes"]]
-    ret["oldest_by_series"].update({CAPACITY[k]: h["first_sample"]["at"] for k, h in hist.items() if h["first_sample"]})
-    if not ret["oldest_sample"] and ret["oldest_by_series"]:
-        ret["oldest_sample"] = min(ret["oldest_by_series"].values())
-        ret["oldest_sample_basis"] = "first sample of the queried series (the server's /metrics was not read)"
+    _read_capacity(m, ret, root, entries, idx)
     rules = next((e for e in entries if e["role"] == "rules" and answered(e)), None)
     m["alert_rules"] = {"answered": rules is not None, "data": stored_data(root, rules) if rules else None}
     m["resource"] = RESOURCE
@@ -291,22 +285,39 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     m["xid_history_basis"] = XID_BASIS if m["xid_history"] is not None else (
         "not asked: the node's DCGM series hold no DCGM_FI_DEV_XID_ERRORS" if "xid" in idx else
         "not asked: a bundle from before the Xid query")
-    r.events.extend(xid_events)
+    m["alerts_recorded"], alert_events = alerts_read(root, entries, idx)
+    r.events.extend(xid_events + alert_events)
     oldest = ret["oldest_sample"]
     r.coverage.append(Coverage("prometheus", _dt(oldest), _dt(now),
                                f"Prometheus retention {ret['storage_retention'] or 'unknown'}: holds data from "
                                f"{local_iso(_dt(oldest), node.tz) if oldest else 'an unknown time'} only"))
-    for g in gpus:
-        if not g["still_reporting"]:
-            r.events.append(Event(_dt(g["last_seen"]), "prometheus", "metrics.dcgm-last-seen",
-                                  f"last DCGM sample of GPU {g['gpu']} ({g['uuid']}) on {g['hostname']}: {g['metric']}",
-                                  {k: g[k] for k in ("gpu", "uuid", "hostname", "metric", "job", "instance")},
-                                  g["evidence"][0] if g["evidence"] else {}))
-    for c in m["capacity_changes"]:
-        r.events.append(Event(_dt(c["at"]), "prometheus", "metrics.capacity-change",
-                              f"{c['resource']} {c['series']} {_n(c['old'])} -> {_n(c['new'])}",
-                              {k: c[k] for k in ("resource", "series", "old", "new", "last_old_at")}, c["evidence"]))
+    r.events.extend(_events(gpus, m["capacity_changes"]))
     return r
+
+
+def _read_capacity(m: dict, ret: dict, root, entries: list, idx: dict) -> None:
+    """The capacity and allocatable GPU series: their first and last samples and changes into ``m``, and
+    their first samples into the retention ``ret`` (the oldest sample when the server's own was not read)."""
+    hist = {kind: _history(root, entries, kind, idx) for kind in CAPACITY}
+    m["capacity_history"] = {k: {x: h[x] for x in ("first_sample", "last_sample")} for k, h in hist.items()}
+    m["capacity_changes"] = [c for h in hist.values() for c in h["changes"]]
+    ret["oldest_by_series"].update({CAPACITY[k]: h["first_sample"]["at"] for k, h in hist.items() if h["first_sample"]})
+    if not ret["oldest_sample"] and ret["oldest_by_series"]:
+        ret["oldest_sample"] = min(ret["oldest_by_series"].values())
+        ret["oldest_sample_basis"] = "first sample of the queried series (the server's /metrics was not read)"
+
+
+def _events(gpus: list[dict], changes: list[dict]) -> list[Event]:
+    """``metrics.dcgm-last-seen`` for each GPU whose DCGM series stopped, ``metrics.capacity-change`` for each
+    change of the node's GPU capacity or allocatable."""
+    out = [Event(_dt(g["last_seen"]), "prometheus", "metrics.dcgm-last-seen",
+                 f"last DCGM sample of GPU {g['gpu']} ({g['uuid']}) on {g['hostname']}: {g['metric']}",
+                 {k: g[k] for k in ("gpu", "uuid", "hostname", "metric", "job", "instance")},
+                 g["evidence"][0] if g["evidence"] else {}) for g in gpus if not g["still_reporting"]]
+    return out + [Event(_dt(c["at"]), "prometheus", "metrics.capacity-change",
+                        f"{c['resource']} {c['series']} {_n(c['old'])} -> {_n(c['new'])}",
+                        {k: c[k] for k in ("resource", "series", "old", "new", "last_old_at")}, c["evidence"])
+                  for c in changes]
 
 
 def _dt(t) -> datetime | None:
@@ -428,17 +439,3 @@ def _history(root, entries, kind: str, idx: dict) -> dict:
     ended = bool(points) and points[-1][0] < now - step
     return {"first_sample": first, "last_sample": {"at": _iso(last[0]), "value": last[1]} if last and ended else None,
             "changes": changes}
-
-
-def _dcgm_now(bundle: Bundle) -> dict | None:
-    """What the one scrape of dcgm-exporter (``--dcgm-url``) showed: did it answer, with which GPUs."""
-    recs = [a for a in bundle.artifacts() if a.method == "http-get"]
-    if not recs:
-        return None
-    a = recs[-1]
-    if a.status != Status.COLLECTED:
-        return {"answered": False, "error": a.message, "source": a.source, "artifact": a.path}
-    text = bundle.path(a.path).read_text(errors="replace")
-    samples = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_")]
-    uuids = sorted(set(re.findall(r'(?:UUID|uuid)="([^"]+)"', "\n".join(samples))))
-    return {"answered": True, "dcgm_samples": len(samples), "gpus": uuids, "artifact": a.path, "source": a.source}

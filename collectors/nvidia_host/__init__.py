@@ -102,16 +102,10 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``facts.json`` (a bundle from before this collector, or a collection cut short) no fact, and a problem
     unless the collector was simply absent."""
     r = Reading()
-    try:
-        facts = json.loads(bundle.path(FACTS).read_text())
-        if not isinstance(facts, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
-        if any(a.source == f"collector:{NAME}" for a in bundle.artifacts()):
+    facts = bundle.json(FACTS, r.problems)
+    if facts is None:
+        if not bundle.find(FACTS) and any(a.source == f"collector:{NAME}" for a in bundle.artifacts()):
             r.problems.append({"artifact": FACTS, "message": "absent: the nvidia_host collector did not finish"})
-        return r
-    except (OSError, ValueError, RecursionError) as e:
-        r.problems.append({"artifact": FACTS, "message": f"unreadable: {e}"})
         return r
     r.facts["host_gpu"] = host_gpu(bundle, facts, _records(facts).get, node)
     return r

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import fnmatch
 import gzip
-import json
 import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -336,14 +335,8 @@ def _load_units(bundle: Bundle, problems: list) -> set[str] | None:
     """Package names with systemd snippets, or ``None`` when the bundle does not say."""
     if not bundle.find(UNITS):
         return None
-    try:
-        data = json.loads(bundle.path(UNITS).read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as e:
-        problems.append({"artifact": UNITS, "message": f"cannot read: {e}"})
-        return None
-    return {str(k) for k in data}
+    data = bundle.json(UNITS, problems)
+    return None if data is None else {str(k) for k in data}
 
 
 def _coverage(bundle: Bundle, log: _Log, files: list, span: _Span, node: NodeFacts) -> Coverage:

@@ -16,7 +16,6 @@ Two halves, both about the same files (``dpkg.log``, ``dpkg.log.1``, ``dpkg.log.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import zlib
@@ -134,13 +133,8 @@ def load(bundle: Bundle, label: str, problems: list) -> dict:
     """The ``label`` entry of ``packages/rotation.json`` (``{}`` when the bundle has none: older bundles)."""
     if not bundle.find(REPORT):
         return {}
-    try:
-        data = json.loads(bundle.path(REPORT).read_text(encoding="utf-8"))
-        entry = data.get(label) if isinstance(data, dict) else None
-        return entry if isinstance(entry, dict) else {}
-    except (OSError, ValueError) as e:
-        problems.append({"artifact": REPORT, "message": f"cannot read: {e}"})
-        return {}
+    entry = (bundle.json(REPORT, problems) or {}).get(label)
+    return entry if isinstance(entry, dict) else {}
 
 
 def note(entry: dict) -> str:

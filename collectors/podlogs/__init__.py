@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import stat
 import time
 import zlib
@@ -68,16 +67,6 @@ MAX_POD_DIRS = 5000
 MESSAGE_CAP = 500               #: characters of a log message kept in an event
 NAME_HINTS = ("dcgm-exporter", "dcgm", "nvidia", "gpu", neighbours.PLUGIN_HINT)
 MAX_SYMPTOMS = 200              #: container.log-symptom events kept per container instance (the rest is counted)
-#: (signature, pattern): the failure modes named in issue 3 item 6 (docs/sources.md "Cases" C15)
-ERRORS = (
-    ("nvml-unknown-error", re.compile(rb"Failed to initialize NVML: Unknown Error")),
-    # go-nvml's spelling, as k8s-device-plugin and dcgm-exporter log it (same revoked-access cause)
-    ("nvml-error-unknown", re.compile(rb"Failed to initialize NVML: ERROR_UNKNOWN")),
-    ("cuinit-failed", re.compile(rb"cuInit failed")),
-    ("NVML_ERROR", re.compile(rb"\bNVML_ERROR_[A-Z_]+")),
-    ("CUDA_ERROR", re.compile(rb"\bCUDA_ERROR_[A-Z_]+")),
-)
-
 
 # -- acquire ---------------------------------------------------------------------------------------
 def acquire(ctx: CollectContext) -> None:
@@ -165,7 +154,7 @@ def _tail_has_error(ctx, source: str) -> bool:
             data = f.read(SCAN_LIMIT)
     except OSError:
         return False
-    return any(p.search(data) for _, p in ERRORS) or bool(neighbours.ANY.search(data.decode("utf-8", "replace")))
+    return bool(neighbours.NVML_ANY_BYTES.search(data)) or bool(neighbours.ANY.search(data.decode("utf-8", "replace")))
 
 
 def _copy_tail(ctx, source: str, rel: str, gz: bool) -> None:
@@ -252,16 +241,10 @@ def _gz_tail(f, deadline: float | None = None) -> tuple[bytes, int, int, str | N
 
 # -- read ------------------------------------------------------------------------------------------
 def error_signature(message: bytes) -> str | None:
-    """The NVML/CUDA failure a message shows (``nvml-unknown-error``, ``cuinit-failed``, the
-    ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``; ``None`` too for a line of a neighbouring
-    failure (:func:`forensics.neighbours.match`: ``cuInit failed:100``, ``CUDA_ERROR_NO_DEVICE``), which is not that class."""
-    if neighbours.match(message):
-        return None
-    for name, pat in ERRORS:
-        m = pat.search(message)
-        if m:
-            return name if name in ("nvml-unknown-error", "cuinit-failed") else m.group(0).decode()
-    return None
+    """The EPERM-class NVML/CUDA failure a message shows (:func:`forensics.neighbours.nvml_class`:
+    ``nvml-unknown-error``, ``cuinit-failed``, the ``NVML_ERROR_*`` / ``CUDA_ERROR_*`` name), or ``None``,
+    a line of a neighbouring failure included."""
+    return neighbours.nvml_class(message)
 
 
 def clean(message: bytes, cap: int = MESSAGE_CAP, redact: bool = True) -> str:

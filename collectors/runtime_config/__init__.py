@@ -28,7 +28,6 @@ the formats are parsed in :mod:`collectors.runtime_config.parse` and the /dev no
 from __future__ import annotations
 
 import fnmatch
-import json
 import posixpath
 import re
 import shlex
@@ -163,7 +162,6 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
     return out
 
 
-
 def _versions(ctx: CollectContext) -> dict:
     pv = ctx.node.package_versions or {}
     return {
@@ -218,30 +216,11 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     ``engine_cgroup_driver`` (:func:`collectors.runtime_config.engines.read`; both also top-level facts).
     Unparseable files become ``Reading.problems``; nothing here raises for bad content."""
     r = Reading()
-    facts = _load_json(bundle, FACTS) or {}
-    versions = facts.get("versions") or {}
-    pv = (bundle.manifest.get("node_facts") or {}).get("package_versions") or {}
-    for key in PACKAGES:
-        if not (versions.get(key) or {}).get("version"):
-            versions[key] = _pkg_version(pv, key)
-    if not (versions.get("systemd") or {}).get("version"):
-        versions["systemd"] = {"version": node.systemd_version, "basis": "node facts" if node.systemd_version else None}
+    facts = bundle.json(FACTS, r.problems) or {}
+    versions = _stored_versions(bundle, facts, node)
     stored = {a.path: a for a in bundle.find("runtime/")}
-    files = facts.get("containerd_files") or [{"source": CONTAINERD_CONFIGS[0],
-                                               "path": "runtime" + CONTAINERD_CONFIGS[0]}]
-    docs, bad = _tomls(bundle, stored, files, "containerd config", r)
-    ctd = _settings(containerd_settings, [d for _, d in docs], versions["containerd"]["version"], files, r) \
-        if docs and not bad else None
-    if ctd is not None:
-        ctd["files"] = [s for s, _ in docs]
-    tk_files = facts.get("toolkit_configs") or [{"source": TOOLKIT_CONFIGS[0], "path": "runtime" + TOOLKIT_CONFIGS[0]}]
-    tk_docs, _ = _tomls(bundle, stored, tk_files, "toolkit config", r)
-    operator = ((ctd or {}).get("nvidia_binary") or "").startswith("/usr/local/nvidia/")
-    tk_docs.sort(key=lambda sd: sd[0].startswith("/usr/local/nvidia/") != operator)  # the one the runtime reads
-    tk = _settings(toolkit_settings, tk_docs[0][1], versions["nvidia-container-toolkit"]["version"], tk_files, r) \
-        if tk_docs else None
-    if tk is not None:
-        tk["source"] = tk_docs[0][0]
+    ctd = _containerd(bundle, stored, facts, versions, r)
+    tk = _toolkit(bundle, stored, facts, versions, ctd, r)
     specs = _dir_files(bundle, stored, facts.get("cdi_dirs"), CDI_DIRS, cdi_spec, r)
     hooks = _dir_files(bundle, stored, facts.get("hooks_dirs"), HOOKS_DIRS, oci_hook_file, r)
     majors = None
@@ -274,6 +253,48 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     r.facts = {"runtime": runtime, "preconditions": {"systemd_cgroup": runtime["systemd_cgroup"]},
                "engine_cgroup_driver": runtime["engine_cgroup_driver"], "stack": runtime["stack"]}
     return r
+
+
+def _stored_versions(bundle: Bundle, facts: dict, node: NodeFacts) -> dict:
+    """The runtime components' versions the collector read, else the package versions of the node facts,
+    else (systemd) the node's own."""
+    versions = facts.get("versions") or {}
+    pv = (bundle.manifest.get("node_facts") or {}).get("package_versions") or {}
+    for key in PACKAGES:
+        if not (versions.get(key) or {}).get("version"):
+            versions[key] = _pkg_version(pv, key)
+    if not (versions.get("systemd") or {}).get("version"):
+        versions["systemd"] = {"version": node.systemd_version, "basis": "node facts" if node.systemd_version else None}
+    return versions
+
+
+def _containerd(bundle: Bundle, stored: dict, facts: dict, versions: dict, r: Reading) -> dict | None:
+    """:func:`containerd_settings` of the stored config and its imports, with ``files``; ``None`` when one
+    of them did not parse or none was stored."""
+    files = facts.get("containerd_files") or [{"source": CONTAINERD_CONFIGS[0],
+                                               "path": "runtime" + CONTAINERD_CONFIGS[0]}]
+    docs, bad = _tomls(bundle, stored, files, "containerd config", r)
+    if not docs or bad:
+        return None
+    ctd = _settings(containerd_settings, [d for _, d in docs], versions["containerd"]["version"], files, r)
+    if ctd is not None:
+        ctd["files"] = [s for s, _ in docs]
+    return ctd
+
+
+def _toolkit(bundle: Bundle, stored: dict, facts: dict, versions: dict, ctd: dict | None, r: Reading) -> dict | None:
+    """:func:`toolkit_settings` of the toolkit config the runtime reads (the GPU Operator's under
+    /usr/local/nvidia when containerd's runtime binary is there), with its ``source``."""
+    tk_files = facts.get("toolkit_configs") or [{"source": TOOLKIT_CONFIGS[0], "path": "runtime" + TOOLKIT_CONFIGS[0]}]
+    tk_docs, _ = _tomls(bundle, stored, tk_files, "toolkit config", r)
+    operator = ((ctd or {}).get("nvidia_binary") or "").startswith("/usr/local/nvidia/")
+    tk_docs.sort(key=lambda sd: sd[0].startswith("/usr/local/nvidia/") != operator)  # the one the runtime reads
+    if not tk_docs:
+        return None
+    tk = _settings(toolkit_settings, tk_docs[0][1], versions["nvidia-container-toolkit"]["version"], tk_files, r)
+    if tk is not None:
+        tk["source"] = tk_docs[0][0]
+    return tk
 
 
 def _toml_or_none(bundle_dir, rel: str | None) -> dict | None:
@@ -320,8 +341,3 @@ def _dir_files(bundle: Bundle, stored: dict, listed, default, parse, r: Reading)
     return out
 
 
-def _load_json(bundle: Bundle, rel: str):
-    try:
-        return json.loads(bundle.path(rel).read_text())
-    except (OSError, ValueError, RecursionError):
-        return None

@@ -52,40 +52,16 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     if not cri:
         cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
     disabled = [n for n in _str_list(merged.get("disabled_plugins")) if n in CRI_IDS]
-    ctr = _tab(cri.get("containerd"))
     # the pre-shim-v2 runtime (io.containerd.runtime.v1.linux) takes its binary and cgroup driver elsewhere
     linux_runtime = _text(_tab(_get(merged, "plugins", "io.containerd.runtime.v1.linux")
                                or _get(merged, "plugins", "linux")).get("runtime"))
-    handlers = {str(k): _tab(v) for k, v in _tab(ctr.get("runtimes")).items()}
-    default = _text(ctr.get("default_runtime_name"))
-    if not default and _tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
-        default = "default"
-        handlers.setdefault("default", ctr["default_runtime"])
-    default = default or "runc"
-    runtimes = {}
-    for name, rt in handlers.items():
-        opts = _tab(rt.get("options"))
-        v1_shim = rt.get("runtime_type") == "io.containerd.runtime.v1.linux"
-        sc = cri.get("systemd_cgroup") if v1_shim else opts.get("SystemdCgroup")
-        runtimes[name] = {"runtime_type": _text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
-                          "SystemdCgroup_basis": "config" if isinstance(sc, bool) else "default",
-                          "BinaryName": linux_runtime if v1_shim else _text(opts.get("BinaryName"))}
-    runtimes.setdefault(default, {"runtime_type": "io.containerd.runc.v2", "SystemdCgroup": False,
-                                  "SystemdCgroup_basis": "default", "BinaryName": None})
+    runtimes, default = _cri_runtimes(cri, linux_runtime)
 
     def is_nvidia(n):
         return "nvidia" in n or "nvidia-container-runtime" in (runtimes[n]["BinaryName"] or "")
     gpu = default if is_nvidia(default) else ("nvidia" if "nvidia" in runtimes else
                                               next((n for n in runtimes if is_nvidia(n)), default))
-    cdi, cdi_basis = (v if isinstance(v := cri.get("enable_cdi"), bool) else None), "config"
-    if cdi is None and major:  # the default moved from false (1.7) to true (2.0); 1.6 has no CDI at all
-        cdi = major[0] >= 2
-        cdi_basis = f"default for containerd {containerd_version}" + (
-            "" if cdi or version_tuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
-    elif cdi is None:
-        cdi = cfgv >= 3
-        cdi_basis = (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
-                     " containerd version unknown)")
+    cdi, cdi_basis = _enable_cdi(cri, major, containerd_version, cfgv)
     sc, sc_basis = runtimes[gpu]["SystemdCgroup"], f"{runtimes[gpu]['SystemdCgroup_basis']} (runtime {gpu})"
     if disabled:  # no CRI here: no Kubernetes container's cgroup driver is set by this file
         sc = cdi = None
@@ -104,6 +80,44 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
             "systemd_cgroup": sc, "systemd_cgroup_basis": sc_basis, "cri_disabled": bool(disabled), "cri_table": has_cri,
             "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
             "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
+
+
+def _cri_runtimes(cri: dict, linux_runtime: str | None) -> tuple[dict, str]:
+    """``(runtimes, default runtime name)`` of the CRI plugin's table: each handler's type, its
+    ``SystemdCgroup`` (a v1 shim takes the plugin's ``systemd_cgroup``) with its basis, and ``BinaryName``;
+    the default handler is always there (``runc``, containerd's default, unless the config names one)."""
+    ctr = _tab(cri.get("containerd"))
+    handlers = {str(k): _tab(v) for k, v in _tab(ctr.get("runtimes")).items()}
+    default = _text(ctr.get("default_runtime_name"))
+    if not default and _tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
+        default = "default"
+        handlers.setdefault("default", ctr["default_runtime"])
+    default = default or "runc"
+    runtimes = {}
+    for name, rt in handlers.items():
+        opts = _tab(rt.get("options"))
+        v1_shim = rt.get("runtime_type") == "io.containerd.runtime.v1.linux"
+        sc = cri.get("systemd_cgroup") if v1_shim else opts.get("SystemdCgroup")
+        runtimes[name] = {"runtime_type": _text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
+                          "SystemdCgroup_basis": "config" if isinstance(sc, bool) else "default",
+                          "BinaryName": linux_runtime if v1_shim else _text(opts.get("BinaryName"))}
+    runtimes.setdefault(default, {"runtime_type": "io.containerd.runc.v2", "SystemdCgroup": False,
+                                  "SystemdCgroup_basis": "default", "BinaryName": None})
+    return runtimes, default
+
+
+def _enable_cdi(cri: dict, major, containerd_version: str | None, cfgv: int) -> tuple[bool | None, str]:
+    """``(enable_cdi, basis)``: the config's value, else containerd's default for its version (false in 1.7,
+    true from 2.0; 1.6 has no CDI), else the default the config version implies."""
+    cdi = v if isinstance(v := cri.get("enable_cdi"), bool) else None
+    if cdi is not None:
+        return cdi, "config"
+    if major:
+        cdi = major[0] >= 2
+        return cdi, f"default for containerd {containerd_version}" + (
+            "" if cdi or version_tuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
+    return cfgv >= 3, (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
+                       " containerd version unknown)")
 
 
 def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:

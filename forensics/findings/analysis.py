@@ -303,7 +303,7 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
         "verdicts": verdict_sentences(incidents, tz),
         "incidents": [_incident_json(inc, tz) for inc in incidents],
         "exposure": {**exposed, "remedy_plan": plan(exposed.get("remedies"))} if exposed.get("assessed") else exposed,
-        "metrics": _metrics_summary(facts.get("metrics")),
+        "metrics": _metrics_summary(facts.get("metrics"), tz),
         "kube": _kube_summary(facts.get("kube")),
         "gaps": [_gap_json(c) for c in cov.values()],
         "problems": problems,
@@ -410,13 +410,16 @@ def _unassessed(reason: str) -> dict:
             "unknown_containers": []}
 
 
-def _metrics_summary(m: dict | None) -> dict:
+def _metrics_summary(m: dict | None, tz=None) -> dict:
     """What the report shows of the Prometheus evidence: retention, DCGM last-seen per GPU, capacity
-    changes and the alert audit (with the suggested rules). ``{"collected": False}`` without metrics."""
+    changes, the alerts Prometheus recorded (``alerts_recorded``: None for a bundle from before that query)
+    and the alert audit (with the suggested rules). ``{"collected": False}`` without metrics."""
     if not m:
         return {"collected": False}
-    m = {**m, "alert_audit": alerts.audit_of(m)}
-    keep = ("source", "retention", "dcgm_last_seen", "capacity_changes", "alert_audit", "dcgm_exporter_now", "errors")
+    audit = alerts.audit_of(m)
+    m = {**m, "alert_audit": audit, "alerts_recorded": alerts.recorded_of(m, audit, tz)}
+    keep = ("source", "retention", "dcgm_last_seen", "capacity_changes", "alerts_recorded", "alert_audit",
+            "dcgm_exporter_now", "errors")
     return {"collected": True, **{k: m.get(k) for k in keep}}
 
 

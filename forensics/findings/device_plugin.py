@@ -53,12 +53,7 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda,
     the command line are not in the record.
     """
     plugin_dir = plugin_dir or PLUGIN_DIR
-    found = []
-    for c in containers:
-        name = (c.get("container_name") or "").lower()
-        text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
-        if any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN):
-            found.append(c)
+    found = [c for c in containers if _named_like_plugin(c)]
     if not found:
         return None
     mounted, unchecked, ignored = [], [], []
@@ -67,17 +62,8 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda,
     # a pod's sandbox (pause) container carries the pod's name but never runs the plugin: not worth naming
     shown = [_label(c) for c in ignored if (c.get("annotations") or {}).get(_CTYPE) != "sandbox"]
     if not (mounted or unchecked):  # named like the plugin, but none mounts the kubelet's socket directory
-        why = (f"no container named like the device plugin ({_names(shown or [_label(c) for c in ignored])}) "
-               f"mounts {plugin_dir}, where a real plugin registers with the kubelet, so its settings are "
-               "not trusted (a tenant pod could carry the name)")
-        out = {"id": None, "pod": None, "image": None, "socket_mount": False, "ignored": shown,
-               "basis": {"device_plugin": why}}
-        for key, var, _, _ in _plugin_settings():
-            out[key] = None
-            out["basis"][var] = f"unknown: {why}"
-        return out
+        return _untrusted(shown or [_label(c) for c in ignored], shown, plugin_dir)
     c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
-    env = c.get("env") or {}
     out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"),
            "socket_mount": True if mounted else None, "ignored": shown, "basis": {}}
     if mounted:
@@ -89,24 +75,44 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda,
         out["basis"]["device_plugin"] = (f"{_label(c)} is taken as the device plugin by its name alone: its "
                                          f"record predates the check of the {plugin_dir} mount, so the "
                                          "mount could not be checked")
-
-    def value(key, default, parse):
-        if key not in env and not kept(key):
-            out["basis"][key] = "not kept in the container record's env (allowlist): unknown"
-            return None
-        if key not in env:
-            out["basis"][key] = f"not set; the plugin's default {default!r} applies"
-            return parse(default) if default is not None else None
-        v = env[key]
-        if v is None or is_redacted(v):
-            out["basis"][key] = "redacted in the container record: unknown"
-            return None
-        out["basis"][key] = f"{key}={v} in the container's env"
-        return parse(str(v))
-
+    env = c.get("env") or {}
     for key, var, default, parse in _plugin_settings():
-        out[key] = value(var, default, parse)
+        out[key], out["basis"][var] = _setting(env, var, default, parse, kept)
     return out
+
+
+def _named_like_plugin(c: dict) -> bool:
+    """A candidate by its image, container or pod name (no proof: see :func:`device_plugin_settings`)."""
+    name = (c.get("container_name") or "").lower()
+    text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
+    return any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN)
+
+
+def _untrusted(named: list[str], shown: list[str], plugin_dir: str) -> dict:
+    """The settings when containers are named like the plugin but none mounts ``plugin_dir``: all unknown."""
+    why = (f"no container named like the device plugin ({_names(named)}) "
+           f"mounts {plugin_dir}, where a real plugin registers with the kubelet, so its settings are "
+           "not trusted (a tenant pod could carry the name)")
+    out = {"id": None, "pod": None, "image": None, "socket_mount": False, "ignored": shown,
+           "basis": {"device_plugin": why}}
+    for key, var, _, _ in _plugin_settings():
+        out[key] = None
+        out["basis"][var] = f"unknown: {why}"
+    return out
+
+
+def _setting(env: dict, key: str, default, parse, kept) -> tuple:
+    """``(value, basis)`` of the plugin's setting ``key`` from its container's ``env``: the value set, the
+    plugin's ``default`` when a kept name is absent, ``None`` (unknown) when the allowlist dropped it or it
+    was redacted."""
+    if key not in env and not kept(key):
+        return None, "not kept in the container record's env (allowlist): unknown"
+    if key not in env:
+        return (parse(default) if default is not None else None), f"not set; the plugin's default {default!r} applies"
+    v = env[key]
+    if v is None or is_redacted(v):
+        return None, "redacted in the container record: unknown"
+    return parse(str(v)), f"{key}={v} in the container's env"
 
 
 def _plugin_settings() -> tuple:

@@ -340,44 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     full = ["gpu-forensics"] + argv
     collected: list[Path] = []  # run: the bundle once collected, named if an interrupt comes later
     try:
-        if args.cmd == "collect":
-            return cmd_collect(args, full)[1]
-        if args.cmd == "analyze":
-            need_reports("analyze")
-            check_report_paths(args)
-            return cmd_analyze(Path(args.bundle), args)
-        if args.cmd == "run":
-            check_report_paths(args)
-            missing = missing_report_libs()
-            with _chart_child(not missing) as chart:  # forked now: matplotlib is imported while collecting
-                path, rc, digest = cmd_collect(args, full, announce=False)
-                collected.append(path)
-                if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
-                    say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
-                             f"elsewhere: gpu-forensics analyze {path}")
-                    print(f"bundle: {path}\nmanifest.json sha256: {digest}")
-                    rc2 = EXIT_OK
-                else:
-                    rc2 = _analyze(path, args, False, chart)
-                    _summary(path, digest, args)
-            rc3 = _upload(path, args) if args.upload_url else EXIT_OK
-            return max(rc, rc2, rc3)
-        if args.cmd == "timeline":
-            return cmd_timeline(args)
-        if args.cmd == "verify":
-            return cmd_verify(args)
-        if args.cmd == "fleet":
-            need_reports("fleet")
-            from . import fleet as fleet_mod
-            return fleet_mod.run_args(args)
-        if args.cmd == "drill":
-            from . import drill as drill_mod
-            return drill_mod.run_args(args)
-        if args.cmd == "demo":
-            return cmd_demo(args)
-        if args.cmd == "watch":
-            from . import watch as watch_mod
-            return watch_mod.run_args(args)
+        return _dispatch(args, full, collected)
     except UsageError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -406,7 +369,55 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; the partial bundle is kept, marked incomplete, in {e.kept}" if e.kept else ""
         print(f"gpu-forensics: interrupted by {e.name}{kept}", file=sys.stderr)
         return 128 + e.signum
+
+
+def _dispatch(args, full: list[str], collected: list[Path]) -> int:
+    """Run the subcommand ``args.cmd``; its exit code. ``collected`` gets ``run``'s bundle once written."""
+    if args.cmd == "collect":
+        return cmd_collect(args, full)[1]
+    if args.cmd == "analyze":
+        need_reports("analyze")
+        check_report_paths(args)
+        return cmd_analyze(Path(args.bundle), args)
+    if args.cmd == "run":
+        return _cmd_run(args, full, collected)
+    if args.cmd == "timeline":
+        return cmd_timeline(args)
+    if args.cmd == "verify":
+        return cmd_verify(args)
+    if args.cmd == "fleet":
+        need_reports("fleet")
+        from . import fleet as fleet_mod
+        return fleet_mod.run_args(args)
+    if args.cmd == "drill":
+        from . import drill as drill_mod
+        return drill_mod.run_args(args)
+    if args.cmd == "demo":
+        return cmd_demo(args)
+    if args.cmd == "watch":
+        from . import watch as watch_mod
+        return watch_mod.run_args(args)
     return EXIT_USAGE
+
+
+def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
+    """``run``: collect, then analyze the bundle here (the picture drawn by a child forked first, so that
+    matplotlib is imported while collecting), then upload it when asked."""
+    check_report_paths(args)
+    missing = missing_report_libs()
+    with _chart_child(not missing) as chart:
+        path, rc, digest = cmd_collect(args, full, announce=False)
+        collected.append(path)
+        if missing:  # the zipapp or the node image: the bundle is the answer; analysis is done elsewhere
+            say.note(f"not analysed here: no report libraries ({', '.join(missing)}); analyze the bundle "
+                     f"elsewhere: gpu-forensics analyze {path}")
+            print(f"bundle: {path}\nmanifest.json sha256: {digest}")
+            rc2 = EXIT_OK
+        else:
+            rc2 = _analyze(path, args, False, chart)
+            _summary(path, digest, args)
+    rc3 = _upload(path, args) if args.upload_url else EXIT_OK
+    return max(rc, rc2, rc3)
 
 
 def entry() -> None:

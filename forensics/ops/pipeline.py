@@ -79,7 +79,22 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
     if writer.write_error is not None:
         raise BundleWriteError(writer.write_error.message, writer.write_error.errno,
                                writer.abandon(f"stopped: {writer.write_error.message}"))
-    writer.meta.update({
+    writer.meta.update(_manifest_head(ctx, root, started, argv, incidents, redact,
+                                      {**recorded_options(declared, values), "time_budget_s": time_budget}))
+    try:
+        path, digest = writer.finish()
+    except Interrupted as e:
+        e.kept = writer.abandon(f"interrupted by {e.name} while finishing") if writer.dir.is_dir() else None
+        raise
+    return path, digest, writer.artifacts
+
+
+def _manifest_head(ctx: CollectContext, root, started: datetime, argv: list[str], incidents, redact: bool,
+                   options: dict) -> dict:
+    """What the manifest says of the collection besides its artifacts: the node and its facts, its zone,
+    when, where and by whom it was collected, the command line (redacted unless ``--no-redact``), the
+    incidents given, the redaction and what each recorded option was (with the tool's own time budget)."""
+    return {
         "node": ctx.node.name,
         "node_facts": ctx.node.manifest(),
         "timezone": {"name": ctx.node.tz_name, "utc_offset": ctx.node.utc_offset, "source": ctx.node.tz_source},
@@ -89,15 +104,8 @@ def collect(root: str | os.PathLike, out: str | os.PathLike, *, options: Mapping
         "command_line": shlex.join(redact_argv(argv) if redact else argv),
         "incidents": incidents or [],
         "redaction": {"enabled": redact, "what": redaction_description(redact)},
-        # what each option was (those whose Option has ``record``), and the tool's own budget
-        "options": {**recorded_options(declared, values), "time_budget_s": time_budget},
-    })
-    try:
-        path, digest = writer.finish()
-    except Interrupted as e:
-        e.kept = writer.abandon(f"interrupted by {e.name} while finishing") if writer.dir.is_dir() else None
-        raise
-    return path, digest, writer.artifacts
+        "options": options,
+    }
 
 
 def _run_collectors(collectors, ctx: CollectContext, writer: BundleWriter, log, time_budget) -> None:
