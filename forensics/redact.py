@@ -16,7 +16,8 @@ The rules (:data:`RULES` says the same in one line each; :func:`description` is 
   = any name characters: ``PATH\\n`` is not ``PATH``) and holds none of :data:`CRED_WORDS`
   (``NVIDIA_API_KEY``, ``CUDA_AUTH_TOKEN`` are hashed); a kept value still gets the ``text`` rule.
 - ``annotations``: in container specs (and runc's ``labels``, which hold them as ``key=value``) values
-  are kept only for :data:`K8S_ANNOTATIONS`, :data:`CDI_PREFIX` ``*`` and runc's ``bundle`` label
+  are kept only for :data:`K8S_ANNOTATIONS`, the engines' markers (``io.container.manager``),
+  :data:`CDI_PREFIX` ``*`` and runc's ``bundle`` label
   (:func:`kept_annotation`); in Kubernetes API answers a value is hashed when the name is
   :data:`LAST_APPLIED` (whole manifests, secrets included) or holds a credential word
   (:func:`api_annotation_hashed`).
@@ -69,6 +70,7 @@ import json
 import os
 import re
 
+from .engines import MARKER_ANNOTATIONS
 from .redact_shapes import has_marker, redact_shapes
 from .redact_url import (MARK, SCRUB_MIN, WORD_MARK, hide_url_secrets, redact_message, redact_url, scrub, secret_parts,
                          url_secrets)
@@ -284,9 +286,11 @@ def redact_bytes(data: bytes) -> bytes:
 
 
 def kept_annotation(name) -> bool:
-    """Whether an annotation's value is kept in a container spec: :data:`K8S_ANNOTATIONS` and
+    """Whether an annotation's value is kept in a container spec: :data:`K8S_ANNOTATIONS`, the engines'
+    own markers (:data:`forensics.engines.MARKER_ANNOTATIONS`: ``io.container.manager``) and
     :data:`CDI_PREFIX` ``*``."""
-    return isinstance(name, str) and (name in K8S_ANNOTATIONS or name.startswith(CDI_PREFIX))
+    return isinstance(name, str) and (name in K8S_ANNOTATIONS or name in MARKER_ANNOTATIONS
+                                      or name.startswith(CDI_PREFIX))
 
 
 def redact_env(entries: list) -> list:

@@ -47,6 +47,24 @@ GPU_NODES = (("/dev/nvidia0", 195, 0), ("/dev/nvidiactl", 195, 255))
 BUSYBOX_APPLETS = ("sh", "sleep", "ls", "cat", "mkdir", "ln")
 
 
+def legacy_hook_script() -> str:
+    """A stand-in for nvidia-container-runtime-hook in legacy mode, as a prestart hook's shell script: read
+    the OCI state on stdin, make the GPU nodes (:data:`GPU_NODES`) inside the container's root and allow them
+    in its cgroup v1 devices controller, behind runc's and systemd's back (what the real hook does through
+    nvidia-container-cli). Used for containerd (this lab) and Podman (tests/test_podman.py)."""
+    return f"""#!/bin/sh
+# Stand-in for nvidia-container-runtime-hook (legacy mode): make the GPU nodes inside the container
+# and allow them in its cgroup v1 devices controller, behind runc's and systemd's back.
+set -eu
+state=$(cat)
+pid=$(printf '%s' "$state" | sed -n 's/.*"pid":\\([0-9][0-9]*\\).*/\\1/p')
+bundle=$(printf '%s' "$state" | sed -n 's/.*"bundle":"\\([^"]*\\)".*/\\1/p')
+rootfs=$({sys.executable} -I -S -c 'import json,sys; print(json.load(open(sys.argv[1] + "/config.json"))["root"]["path"])' "$bundle")
+cg=$(sed -n 's/^[0-9]*:devices:\\(.*\\)$/\\1/p' /proc/$pid/cgroup)
+""" + "".join(f'nsenter -t "$pid" -m mknod -m 666 "$rootfs{p}" c {ma} {mi}\n'
+              f'echo "c {ma}:{mi} rw" > "/sys/fs/cgroup/devices$cg/devices.allow"\n' for p, ma, mi in GPU_NODES)
+
+
 class LabError(RuntimeError):
     """The lab cannot run here (missing package, not root, no cgroup v1 devices controller)."""
 
@@ -204,17 +222,7 @@ class Lab:
     def _write_runtime(self) -> None:
         """The legacy-mode runtime wrapper and the prestart hook it injects."""
         hook = self.base / "nvidia-container-runtime-hook"
-        hook.write_text(f"""#!/bin/sh
-# Stand-in for nvidia-container-runtime-hook (legacy mode): make the GPU nodes inside the container
-# and allow them in its cgroup v1 devices controller, behind runc's and systemd's back.
-set -eu
-state=$(cat)
-pid=$(printf '%s' "$state" | sed -n 's/.*"pid":\\([0-9][0-9]*\\).*/\\1/p')
-bundle=$(printf '%s' "$state" | sed -n 's/.*"bundle":"\\([^"]*\\)".*/\\1/p')
-rootfs=$({sys.executable} -I -S -c 'import json,sys; print(json.load(open(sys.argv[1] + "/config.json"))["root"]["path"])' "$bundle")
-cg=$(sed -n 's/^[0-9]*:devices:\\(.*\\)$/\\1/p' /proc/$pid/cgroup)
-""" + "".join(f'nsenter -t "$pid" -m mknod -m 666 "$rootfs{p}" c {ma} {mi}\n'
-              f'echo "c {ma}:{mi} rw" > "/sys/fs/cgroup/devices$cg/devices.allow"\n' for p, ma, mi in GPU_NODES))
+        hook.write_text(legacy_hook_script())
         hook.chmod(0o755)
         wrapper = self.base / "nvidia-container-runtime"
         wrapper.write_text(f"""#!{sys.executable} -I

@@ -64,6 +64,8 @@ DOCKER_SOCK = "/run/docker/containerd/containerd.sock"
 DOCKER_STATE = "/run/docker/containerd/daemon"
 DOCKER_RUNC_ROOT = "/run/docker/runtime-runc"
 CUSTOM_RUNC_ROOT = "/run/custom-runc"                  #: a plain runc's --root
+#: podman with storage of its own inside the namespace (:meth:`SysLab.start_podman`)
+PODMAN = ("podman", "--storage-driver", "vfs", "--root", "/var/lib/gf-podman", "--runroot", "/run/gf-podman")
 
 
 class LabError(RuntimeError):
@@ -357,8 +359,35 @@ class SysLab:
             raise LabError(f"runc container {name} did not start: " + self.sh(
                 "journalctl", "--no-pager", "-u", f"runc-{name}-job.service", check=False).stdout[-1500:])
 
+    def start_podman(self, name: str) -> str:
+        """A rootful Podman container (forensics/engines/podman.py) named ``name``, run by runc with Podman's
+        default systemd cgroup manager (``machine.slice/libpod-<id>.scope``, asked of this systemd over D-Bus)
+        and the legacy hook from a hooks dir (the toolkit's oci-nvidia-hook.json shape, for every container);
+        storage inside the namespace (the vfs driver: overlay does not stack on the
+        lab's overlay root), at roots of its own (:data:`PODMAN`: the host's may hold another driver's
+        database), which the collector learns from conmon's command line. Returns the container id. Raises
+        LabError."""
+        hooks = self.folder / "podman-hooks"
+        hooks.mkdir(exist_ok=True)
+        (hooks / "oci-nvidia-hook.json").write_text(json.dumps({
+            "version": "1.0.0", "hook": {"path": str(self.folder / "bin/nvidia-container-runtime-hook"),
+                                         "args": ["nvidia-container-runtime-hook", "prestart"]},
+            "when": {"always": True}, "stages": ["prestart"]}))
+        root = self.rootfs(name)
+        pm = [*PODMAN, "--runtime", "runc", "--events-backend", "none", "--log-level", "error", "--hooks-dir",
+              str(hooks)]
+        self.sh("/bin/sh", "-c", f"tar -C {root} -c . | {' '.join(pm)} import - localhost/{name}:lab", timeout=60)
+        n = os.sysconf("SC_OPEN_MAX")  # podman asks for 1048576 open files, more than this machine may give
+        out = self.sh(*pm, "run", "-d", "--network", "none", "--ulimit", f"nofile={n}:{n}", "--ulimit",
+                      "nproc=4096:4096", "--pids-limit", "-1", "--env", "NVIDIA_VISIBLE_DEVICES=all", "--name", name,
+                      f"localhost/{name}:lab", "/bin/busybox", "sleep", "100000", timeout=60)
+        return out.stdout.strip().splitlines()[-1]
+
     def probe_engine(self, name: str, engine: str) -> str:
-        """:meth:`probe` for a container of :meth:`start_docker` (``engine="docker"``) or :meth:`start_runc`."""
+        """:meth:`probe` for a container of :meth:`start_docker` (``engine="docker"``), :meth:`start_podman`
+        (``"podman"``) or :meth:`start_runc`."""
+        if engine == "podman":
+            return self._probe(lambda: [*PODMAN, "--log-level", "error", "exec", name])
         if engine == "docker":
             return self._probe(lambda: ["ctr", "--address", DOCKER_SOCK, "-n", "moby", "task", "exec", "--exec-id",
                                         f"p{time.monotonic_ns()}", cid(name)])

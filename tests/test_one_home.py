@@ -51,16 +51,39 @@ def test_scope_names_of_every_engine():
 
 
 def test_each_piece_is_written_once():
-    homes = {"forensics/versions.py", "forensics/engines.py"}
     written = {}
     for path, text in _product_strings():
-        if path in homes:
+        if path == "forensics/versions.py" or path.startswith("forensics/engines/"):
             continue
         if "(?:\\d+:)?v?" in text:
             written.setdefault("a version regex", []).append(path)
         if text in SCOPE_PREFIXES or text.startswith(("cri-containerd|", "(?:(?:cri-containerd")):
             written.setdefault("a scope prefix", []).append(path)
+        if text in ENGINE_FACTS:
+            written.setdefault(f"an engine's {text}", []).append(path)
     assert written == {}
+
+
+#: what an engine's module alone writes (forensics/engines/*.py): its config files, its state dirs, the
+#: namespaces and the spec marker that name it
+ENGINE_FACTS = {"/etc/docker/daemon.json", "/etc/crio/crio.conf", "/etc/crio/crio.conf.d", "/run/containerd",
+                "/etc/containers/containers.conf", "/var/lib/containers/storage", "/run/containers/storage",
+                "io.container.manager", "moby", "k8s.io", "/var/lib/docker"}
+
+
+def test_an_engine_is_one_module_in_one_registry():
+    """Every engine the registry lists is a module of forensics/engines holding one Engine; every floor
+    names engines from that registry (the cgroup-driver decision's engines are the registry's)."""
+    import forensics.engines as E
+    from forensics.findings import cgroup_driver
+    mods = sorted(p.stem for p in (PROJECT / "forensics" / "engines").glob("*.py") if p.stem not in ("__init__", "engine"))
+    assert mods == sorted(E.ENGINES) == ["containerd", "crio", "docker", "podman", "runc"]
+    assert cgroup_driver.ENGINES == tuple(E.ENGINES)
+    assert E.engine_of_spec({"io.container.manager": "libpod", "io.kubernetes.cri-o.TTY": "false"}) == "podman"
+    assert E.engine_of_spec({"io.kubernetes.cri-o.TTY": "false"}) is None      # no CRI-O sign by itself
+    assert E.engine_of_labels(["bundle=/x", "io.container.manager=libpod"]) == "podman"
+    for name, e in E.ENGINES.items():
+        assert e.name == name and e.title and e.scope_prefix and e.cgroup_default and e.cgroup_setting
 
 
 def test_one_url_in_text_rule_for_bundles_and_messages():

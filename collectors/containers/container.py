@@ -17,7 +17,7 @@ import errno
 import json
 from datetime import datetime
 
-from forensics import hostfs
+from forensics import engines as eng_table, hostfs
 from forensics.artifact import Artifact, Status, errno_name, from_oserror
 from forensics import redact as rd
 from forensics.source import NOT_READ, GpuContainer
@@ -52,19 +52,24 @@ def _found_one(ctx, env, f, docker_roots=()):
     else:
         why = ("gone mid-run: listed, then no longer there" if f.kind == "runc" else
                "no runc state for this container under any runc root looked in (containers/roots.json)")
-        guess = f"/run/runc/{f.id}/state.json" if f.kind == "crio" else \
+        guess = f"/run/runc/{f.id}/state.json" if f.kind in ("crio", "podman") else \
             f"{DEFAULT_RUNC_ROOT}/{f.namespace}/{f.id}/state.json"
         ctx.writer.record(Artifact(None, (f.states or [guess])[0], Status.ABSENT, "copy-redacted", notes=(why,)))
-    bundle = f.bundle or (cp.state_bundle(state) if isinstance(state, dict) else None)
-    if f.kind == "containerd":
-        engine = "docker" if f.namespace == dk.NAMESPACE else "containerd"
-    else:
-        engine = "crio" if f.kind == "crio" else eng.engine_of_bundle(bundle)[0]
+    ran = cp.state_bundle(state) if isinstance(state, dict) else None
+    # a containers/storage run root's userdata without a spec: the bundle runc ran is the one its state names
+    # (Podman's, under a graph root not learnt)
+    bundle = ran if f.kind == "crio" and ran and ran != f.bundle and not _has_spec(ctx, f.bundle) else \
+        f.bundle or ran
+    engine = _engine(f, bundle)
     outcome: dict = {}
     if bundle and ctx.budget_spent(f"{bundle}/config.json", "copy-redacted"):  # one spec can take a second
         spec, outcome = None, {"status": "truncated", "detail": NOT_READ}
     else:
-        spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle is not None)
+        spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle == bundle)
+    # the engine a spec (or runc's copy of its annotations) names beats the layout: Podman and CRI-O share one
+    engine = eng_table.engine_of_spec(spec.get("annotations") if isinstance(spec, dict) else None) or \
+        eng_table.engine_of_labels(((state or {}).get("config") or {}).get("labels") if isinstance(state, dict)
+                                   else None) or engine
     pid = state.get("init_process_pid") if isinstance(state, dict) else None
     if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
         pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
@@ -72,6 +77,18 @@ def _found_one(ctx, env, f, docker_roots=()):
     _finish(ctx, env, rel, f.namespace, f.id, bundle, spec, state, pid if isinstance(pid, int) else None, f.options,
             _runc_log(ctx, bundle, rel) if f.kind == "containerd" and not ctx.expired() else None,
             extra={"engine": engine, "config": outcome, "found_via": f.via}, ident=ident)
+
+
+def _engine(f, bundle: str | None) -> str:
+    """The engine that runs ``f`` by where it was found: Docker for a containerd task in ``moby``, the
+    layout's engine for a containers/storage one, else the shape of the bundle its runc state names."""
+    if f.kind == "containerd":
+        return "docker" if f.namespace == dk.NAMESPACE else "containerd"
+    return f.kind if f.kind in ("crio", "podman") else eng.engine_of_bundle(bundle)[0]
+
+
+def _has_spec(ctx, bundle: str | None) -> bool:
+    return bool(bundle) and hostfs.exists(ctx.root, f"{bundle}/config.json")
 
 
 def _read_spec(ctx, bundle, rel, outcome, state, listed: bool):

@@ -13,11 +13,9 @@ import json
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
+from forensics.engines.docker import DAEMON_JSON, DATA_ROOT, NAMESPACE  # noqa: F401  (this module's API too)
 from forensics.redact import kept_annotation
 
-NAMESPACE = "moby"
-DATA_ROOT = "/var/lib/docker"
-DAEMON_JSON = "/etc/docker/daemon.json"
 CONFIG_LIMIT = 8 << 20
 
 

@@ -45,15 +45,13 @@ import tomllib
 from dataclasses import dataclass, field
 
 from forensics import hostfs
+from forensics.engines import STORAGE_CONF, STORAGE_GRAPHROOTS, STORAGE_RUNROOTS, containerd, crio, runc
 
 import collectors.containers.docker as dk
 
-CONTAINERD_STATE_DIRS = ("/run/containerd", "/run/k3s/containerd", "/run/docker/containerd/daemon")
-TASK_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux")
-DEFAULT_RUNC_ROOTS = ("/run/runc", "/run/containerd/runc", "/run/docker/runtime-runc")
-CRIO_RUNROOTS = ("/run/containers/storage",)
-CRIO_CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d")
-STORAGE_CONF = "/etc/containers/storage.conf"
+CONTAINERD_STATE_DIRS, TASK_DIRS = containerd.STATE_DIRS, containerd.TASK_DIRS
+DEFAULT_RUNC_ROOTS = runc.DEFAULT_ROOTS
+CRIO_RUNROOTS, CRIO_CONFIGS = STORAGE_RUNROOTS, crio.CONFIGS
 #: command names that take runc's global ``--root``: runc itself and the runtimes that hand their
 #: arguments on to it (nvidia-container-runtime and its .cdi/.legacy variants)
 RUNC_COMMANDS = ("runc", "docker-runc", "nvidia-container-runtime", "nvidia-container-runtime.cdi",
@@ -75,7 +73,8 @@ _CRIO_PATH = re.compile(r"\A(?P<runroot>/.*)/[^/]+-containers/(?P<id>[^/]+)/user
 @dataclass
 class Found:
     """One container met on disk. ``kind`` says where it was first met: ``"containerd"`` (a task
-    directory; ``bundle`` is it), ``"crio"`` (a CRI-O userdata directory; ``bundle`` is it) or
+    directory; ``bundle`` is it), ``"crio"`` (a CRI-O userdata directory; ``bundle`` is it), ``"podman"`` (a
+    containers/storage container whose spec is in a graph root's userdata; ``bundle`` is that) or
     ``"runc"`` (only a runc state; the bundle comes from its state.json). ``states``: the runc
     state.json paths to try, in order; ``via``: how it was found, one line per path."""
 
@@ -100,6 +99,7 @@ class Roots:
     crio: dict[str, list[str]] = field(default_factory=dict)
     runc: dict[str, list[str]] = field(default_factory=dict)
     docker: dict[str, list[str]] = field(default_factory=dict)  #: Docker data roots (config.v2.json)
+    graph: dict[str, list[str]] = field(default_factory=dict)  #: containers/storage graph roots (Podman's bundles)
     ignored: list[str] = field(default_factory=list)  #: processes not learnt from, each with why
 
     def canon(self, path: str) -> str:
@@ -177,6 +177,12 @@ def roots_from_cmdline(argv: list[str], cwd: str | None, where: str, roots: Root
         root = _flag(args, "root")
         if root:
             roots.add("runc", root, f"{where} conmon --runtime-arg --root")
+        # Podman's conmon: the cleanup command it runs at exit is podman with its storage roots
+        # (--exit-command-arg --root G --exit-command-arg --runroot R), as seen on Podman 4.3
+        exit_args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--exit-command-arg"]
+        if str(_flag(argv, "exit-command") or "").rsplit("/", 1)[-1] == "podman":
+            roots.add("graph", _flag(exit_args, "root"), f"{where} conmon --exit-command podman --root")
+            roots.add("crio", _flag(exit_args, "runroot"), f"{where} conmon --exit-command podman --runroot")
     elif name == "crio":
         runroot = _flag(argv, "runroot")
         if runroot:
@@ -276,6 +282,7 @@ def _crio_config_roots(root, roots: Roots) -> None:
     storage = _toml(root, STORAGE_CONF).get("storage")
     if isinstance(storage, dict):
         roots.add("crio", storage.get("runroot"), f"{STORAGE_CONF} [storage] runroot")
+        roots.add("graph", storage.get("graphroot"), f"{STORAGE_CONF} [storage] graphroot")
 
 
 def _list(root, path: str) -> list[str]:
@@ -333,6 +340,8 @@ def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory
         roots.add("containerd", str(d), "collector option containerd_state_dirs")
     for d in CRIO_RUNROOTS:
         roots.add("crio", d, "default")
+    for d in STORAGE_GRAPHROOTS:
+        roots.add("graph", d, "default")
     for d in DEFAULT_RUNC_ROOTS:
         roots.add("runc", d, "default")
     roots.add("docker", dk.DATA_ROOT, "default")
@@ -371,10 +380,24 @@ def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory
                 userdata = f"{runroot}/{middle}/{cid}/userdata"
                 if inv.match(cid, None) is not None or not hostfs.exists(ctx.root, userdata):
                     continue
-                if inv.add(Found("crio", "crio", cid, userdata, via=[f"CRI-O userdata {userdata}"])) is None:
+                if inv.add(_storage_container(ctx.root, roots, middle, cid, userdata)) is None:
                     return inv, roots
     _scan_runc_roots(ctx, roots, inv)
     return inv, roots
+
+
+def _storage_container(root, roots: Roots, middle: str, cid: str, userdata: str) -> Found:
+    """A container met in a containers/storage run root: CRI-O's when that ``userdata`` holds the spec
+    (its bundle); Podman's when the spec is in the same place under a graph root instead (Podman runs its
+    containers from the graph root's static directory: forensics/engines/podman.py); else CRI-O's,
+    whose spec is then recorded as absent."""
+    if not hostfs.exists(root, f"{userdata}/config.json"):
+        for graph in roots.graph:
+            static = f"{graph}/{middle}/{cid}/userdata"
+            if hostfs.exists(root, f"{static}/config.json"):
+                return Found("podman", "podman", cid, static, via=[
+                    f"containers/storage run root {userdata}", f"Podman bundle {static} (graph root {graph})"])
+    return Found("crio", "crio", cid, userdata, via=[f"CRI-O userdata {userdata}"])
 
 
 def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:
@@ -405,10 +428,10 @@ def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:
 
 
 def roots_record(roots: Roots) -> dict:
-    """``containers/roots.json``: ``{"containerd_state_dirs"|"crio_runroots"|"runc_roots": [{"path",
+    """``containers/roots.json``: ``{"containerd_state_dirs"|"crio_runroots"|"graph_roots"|"runc_roots": [{"path",
     "sources": [str]}], "ignored_processes": [str]}``: where the collector looked, and why, and the
     engine-named processes it did not learn from (:func:`untrusted`)."""
     def rows(d):
         return [{"path": p, "sources": list(dict.fromkeys(s))} for p, s in d.items()]
     return {"containerd_state_dirs": rows(roots.containerd), "crio_runroots": rows(roots.crio),
-            "runc_roots": rows(roots.runc), "ignored_processes": list(roots.ignored)}
+            "graph_roots": rows(roots.graph), "runc_roots": rows(roots.runc), "ignored_processes": list(roots.ignored)}

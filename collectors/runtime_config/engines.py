@@ -6,6 +6,7 @@ Bundle layout written by :func:`acquire` (host path under ``runtime/``)::
 
     runtime/etc/docker/daemon.json
     runtime/etc/crio/crio.conf  runtime/etc/crio/crio.conf.d/*.conf|*.toml
+    runtime/usr/share/containers/containers.conf  runtime/etc/containers/containers.conf(.d/*.conf)
     runtime/etc/os-release      runtime/etc/nvidia-k8s-device-plugin/settings.yaml
     runtime/etc/shimpei/nvidia-oci-hooks.json   runtime/run/nvidia/validations/driver-ready
 
@@ -23,13 +24,15 @@ import tomllib
 import yaml
 
 from forensics import hostfs
+from forensics.engines import crio as crio_engine, docker as docker_engine, podman as podman_engine
 from forensics.redact_config import store_config
 
 import collectors.runtime_config.parse as rp
 
 FILE_LIMIT = 4 << 20
-DOCKER = "/etc/docker/daemon.json"                      #: stacks.md 6
-CRIO_CONF, CRIO_DIR = "/etc/crio/crio.conf", "/etc/crio/crio.conf.d"   #: stacks.md 7
+DOCKER = docker_engine.DAEMON_JSON                       #: stacks.md 6
+CRIO_CONF, CRIO_DIR = crio_engine.CONFIGS                #: stacks.md 7
+PODMAN_CONFS, PODMAN_DIR = podman_engine.CONFIGS[:2], podman_engine.CONFIGS[2]   #: containers.conf(5)
 #: k3s / RKE2 generated containerd configs and the templates they are rendered from (stacks.md 8)
 RANCHER = {"k3s": "/var/lib/rancher/k3s/agent/etc/containerd", "rke2": "/var/lib/rancher/rke2/agent/etc/containerd"}
 TEMPLATES = ("config.toml.tmpl", "config-v3.toml.tmpl")
@@ -50,7 +53,8 @@ OPERATOR_HOOKS = "/run/containers/oci/hooks.d"
 
 def acquire(ctx) -> dict:
     """Copy the files above that exist into ``runtime/`` and return the ``stack`` entry of facts.json:
-    ``{"docker": artifact path|None, "crio": [artifact path], "rancher": [{"distro", "config": bool,
+    ``{"docker": artifact path|None, "crio": [artifact path], "podman": [artifact path] (containers.conf and its
+    drop-ins), "rancher": [{"distro", "config": bool,
     "templates": [{"path", "directives": bool|None}]}], "copied": {host path: artifact path},
     "present": {host path: bool}, "crio_hooks_dirs": [str]}``. A file that is not there is not recorded
     (its absence is the fact); one that exists but cannot be read is a manifest record, and so is a symlink
@@ -66,6 +70,10 @@ def acquire(ctx) -> dict:
     out["crio"] = [p for p in (copy(f) for f in crio) if p]
     docs = [d for d in (_toml(ctx.writer.dir / p) for p in out["crio"]) if d is not None]
     out["crio_hooks_dirs"] = crio_settings(docs)["hooks_dir"] if docs else []
+    podman = [f for f in PODMAN_CONFS if hostfs.present(ctx.root, f)]
+    names = ctx.listdir(PODMAN_DIR, record_absent=False)
+    podman += [f"{PODMAN_DIR}/{n}" for n in sorted(names or []) if n.endswith(".conf")][:32]
+    out["podman"] = [p for p in (copy(f) for f in podman) if p]
     out["rancher"] = []
     for distro, d in RANCHER.items():
         tmpls = [{"path": f"{d}/{t}", "directives": None if ctx.budget_spent(f"{d}/{t}", "read")
@@ -78,6 +86,19 @@ def acquire(ctx) -> dict:
             out["copied"][p] = copy(p, 1 << 20)
     out["present"] = {p: hostfs.exists(ctx.root, p) for p in PRESENT}
     return out
+
+
+def podman_settings(docs: list[dict]) -> dict:
+    """Podman's containers.conf files in override order (containers.conf(5): /usr/share, then /etc, then
+    the drop-ins in name order) → ``{"cgroup_manager": str|None (None: not set; Podman's default is systemd),
+    "hooks_dir": [str] | None (None: not set), "cdi_spec_dirs": [str] | None}``, all from ``[engine]``."""
+    merged: dict = {}
+    for d in docs:
+        merged = rp._merge(merged, d, deep_plugins=False)
+    eng = rp._tab(merged.get("engine"))
+    return {"cgroup_manager": rp._text(eng.get("cgroup_manager")),
+            "hooks_dir": rp._str_list(eng.get("hooks_dir")) or None,
+            "cdi_spec_dirs": rp._str_list(eng.get("cdi_spec_dirs")) or None}
 
 
 def _directives(root, path: str) -> bool | None:
@@ -170,7 +191,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     """``(stack, engine_cgroup_driver)`` from the stored files and the facts.json ``stack`` entry.
 
     ``stack``: ``{"docker": docker_settings + {"source"} | None (no daemon.json), "crio": crio_settings +
-    {"files"} | None (no CRI-O config), "rancher": [...] (acquire's), "os_release": {ID, VARIANT_ID, ...}
+    {"files"} | None (no CRI-O config), "podman": podman_settings + {"files"} | None (no containers.conf), "rancher": [...] (acquire's), "os_release": {ID, VARIANT_ID, ...}
     | None, "bottlerocket": bool|None, "bottlerocket_settings": str (the rendered plugin settings.yaml
     text) | None, "bottlerocket_plugin": :func:`plugin_config` of it, "shimpei_hook": bool (Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json), "operator":
     {"driver_ready": {KEY: value} | None, "toolkit_ready", "toolkit_dir"} , "hami_vgpu": bool|None,
@@ -178,7 +199,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     value None) for a bundle from a version that did not look. ``engine_cgroup_driver``: the contract's
     ``{engine: {"value", "source"}}`` for each engine whose config was seen."""
     if entry is None:
-        return {"collected": False, "docker": None, "crio": None, "rancher": None, "os_release": None,
+        return {"collected": False, "docker": None, "crio": None, "podman": None, "rancher": None, "os_release": None,
                 "bottlerocket": None, "bottlerocket_settings": None, "bottlerocket_plugin": None, "shimpei_hook": None,
                 "operator": None, "hami_vgpu": None, "bottlerocket_plugin_unit": None}, _ecd(ctd, None, None)
     docker = None
@@ -204,6 +225,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
             else:
                 docs.append(d)
         crio = {**crio_settings(docs), "files": [p.removeprefix("runtime") for p in crio_files]}
+    podman = _podman(bundle, [p for p in entry.get("podman") or [] if p in stored], r)
     copied = {k: v for k, v in (entry.get("copied") or {}).items() if v in stored}
 
     def text(host):
@@ -215,7 +237,7 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     r.problems.extend({"artifact": copied[PLUGIN_SETTINGS], "message": m} for m in said)
     present = entry.get("present") or {}
     ready = text("/run/nvidia/validations/driver-ready")
-    stack = {"collected": True, "docker": docker, "crio": crio, "rancher": entry.get("rancher") or [],
+    stack = {"collected": True, "docker": docker, "crio": crio, "podman": podman, "rancher": entry.get("rancher") or [],
              "os_release": osr, "bottlerocket": (osr.get("ID") == "bottlerocket") if osr is not None else None,
              "bottlerocket_settings": settings, "bottlerocket_plugin": plugin,
              "shimpei_hook": "/etc/shimpei/nvidia-oci-hooks.json" in copied,
@@ -223,10 +245,24 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
              "operator": {"driver_ready": _kv(ready) if ready is not None else None,
                           "toolkit_ready": present.get(PRESENT[0]), "toolkit_dir": present.get(PRESENT[1])},
              "hami_vgpu": present.get(PRESENT[3])}
-    return stack, _ecd(ctd, docker, crio)
+    return stack, _ecd(ctd, docker, crio, podman)
 
 
-def _ecd(ctd: dict | None, docker: dict | None, crio: dict | None) -> dict:
+def _podman(bundle, files: list[str], r) -> dict | None:
+    """:func:`podman_settings` of the stored containers.conf files, with their ``files``; None without any."""
+    if not files:
+        return None
+    docs = []
+    for p in files:
+        d = _toml(bundle.path(p))
+        if d is None:
+            r.problems.append({"artifact": p, "message": "containers.conf is not valid TOML"})
+        else:
+            docs.append(d)
+    return {**podman_settings(docs), "files": [p.removeprefix("runtime") for p in files]}
+
+
+def _ecd(ctd: dict | None, docker: dict | None, crio: dict | None, podman: dict | None = None) -> dict:
     """The ``engine_cgroup_driver`` fact (../h-contracts: runtime_config facts): a value only where the
     engine's config sets it; ``None`` when the config was seen but does not (its default applies, and
     the reader must call it a default)."""
@@ -253,4 +289,9 @@ def _ecd(ctd: dict | None, docker: dict | None, crio: dict | None) -> dict:
         out["crio"] = {"value": v if v in ("systemd", "cgroupfs") else None,
                        "source": f"{', '.join(crio['files'])}: " + (f"cgroup_manager = {v}" if v else
                                  "cgroup_manager not set: CRI-O's default (systemd) applies")}
+    if podman is not None:
+        v = podman["cgroup_manager"]
+        out["podman"] = {"value": v if v in ("systemd", "cgroupfs") else None,
+                         "source": f"{', '.join(podman['files'])}: " + (f"[engine] cgroup_manager = {v}" if v else
+                                   "[engine] cgroup_manager not set: Podman's default (systemd) applies")}
     return out

@@ -15,6 +15,7 @@ from bisect import insort
 from datetime import datetime, timedelta
 from operator import attrgetter
 
+from ..engines import RUN_DIRS
 from ..artifact import Status
 from ..bundle import Bundle
 from . import alerts, host_gpu
@@ -383,8 +384,8 @@ def _red_flags(events: list[Event], tz) -> dict:
     return {"red_flags": flags} if flags else {}
 
 
-#: where each engine keeps its running containers' state (collectors/containers/engines.py), and /proc
-_RUNTIME_STATE = ("/run/containerd", "/run/docker", "/run/runc", "/run/containers", "/run/k3s", "/proc")
+#: where each engine keeps its running containers' state (forensics/engines: RUN_DIRS), and /proc
+_RUNTIME_STATE = (*RUN_DIRS, "/proc")
 
 
 def _runtime_state_missing(artifacts: list, facts: dict) -> str | None:

@@ -11,7 +11,8 @@ Order (issue 14 item 1; the house rule "evidence beats defaults"):
    ``systemd_cgroup`` fact with its ``systemd_cgroup_basis``. containerd's CRI setting applies to the CRI's
    namespace ``k8s.io`` only: its docs/cri/config.md says the CRI section is "not recognized by other
    containerd clients such as ctr, nerdctl, and Docker/Moby".
-3. ``default``: the engine's default for the cgroup version (:data:`DEFAULTS`), worded "assumed: ...",
+3. ``default``: the engine's default for the cgroup version (:attr:`forensics.engines.Engine.cgroup_default`,
+   in each engine's module), worded "assumed: ...",
    never a fact: it may put a container at risk, never make it broken on its own.
 4. ``unknown``: nothing above applies (the engine or, for Docker, the cgroup version is unknown).
 
@@ -19,25 +20,12 @@ Nothing here reads the host or the bundle.
 """
 from __future__ import annotations
 
+from forensics.engines import ENGINES as _TABLE, title
+from forensics.engines.containerd import CRI_NAMESPACE
+from forensics.engines.docker import NAMESPACE as DOCKER_NAMESPACE
+
 DRIVERS = ("systemd", "cgroupfs")
-ENGINES = ("containerd", "docker", "crio", "runc")
-#: the namespace the CRI plugin runs Kubernetes containers in (containerd pkg/cri constants)
-CRI_NAMESPACE = "k8s.io"
-_DOCKER = ("moby daemon/daemon_unix.go UsingSystemd, Docker 20.10+ (moby#40846); stacks.md section 6")
-#: (engine, cgroup version) -> (driver, why); version None: the same for v1 and v2
-DEFAULTS = {
-    ("containerd", None): ("cgroupfs", "containerd's default (SystemdCgroup is false unless set; containerd "
-                                       "docs/cri/config.md: \"containerd and Kubernetes use the legacy cgroupfs "
-                                       "driver for managing cgroups by default\")"),
-    ("runc", None): ("cgroupfs", "runc's default (cgroupfs unless runc runs with --systemd-cgroup; runc(8), "
-                                 "runc docs/cgroup-v2.md)"),
-    ("crio", None): ("systemd", "CRI-O's default (cgroup_manager = \"systemd\"; cri-o "
-                                "internal/config/cgmgr/cgmgr_linux.go, stacks.md section 7)"),
-    ("docker", 2): ("systemd", "Docker's default on cgroup v2 (systemd when native.cgroupdriver is unset and the "
-                               f"host booted with systemd; {_DOCKER})"),
-    ("docker", 1): ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_DOCKER})"),
-}
-_NAMES = {"containerd": "containerd", "docker": "Docker", "crio": "CRI-O", "runc": "runc"}
+ENGINES = tuple(_TABLE)
 
 
 def engine_of(c: dict) -> str | None:
@@ -47,7 +35,7 @@ def engine_of(c: dict) -> str | None:
     if c.get("engine") in ENGINES:
         return c["engine"]
     ns = c.get("namespace")
-    if ns == "moby":
+    if ns == DOCKER_NAMESPACE:
         return "docker"
     return None if ns in (None, "runc") or "engine" in c else "containerd"
 
@@ -75,14 +63,14 @@ def decide(c: dict, engines: dict | None, runtime: dict) -> dict:
     if seen is None:
         return _out(None, cfg, "unknown", engine)
     version = cg.get("version") if cg.get("version") in (1, 2) else None
-    default = DEFAULTS.get((engine, None)) or DEFAULTS.get((engine, version))
+    default = _TABLE[engine].default_driver(version) if engine in _TABLE else None
     if default is None:
         why = ("the engine that runs it is unknown" if engine is None else
-               f"{_NAMES[engine]}'s default depends on the cgroup version, which is unknown")
+               f"{title(engine)}'s default depends on the cgroup version, which is unknown")
         return _out(None, f"unknown: {why}" + (f"; {cfg} does not set it" if seen else ""), "unknown", engine)
     driver, why = default
     return _out(driver, f"assumed: {why}" + (f"; {cfg} does not set it" if seen else
-                                              f"; {_NAMES[engine]}'s config was not seen"), "default", engine)
+                                              f"; {title(engine)}'s config was not seen"), "default", engine)
 
 
 def _out(driver, source, basis, engine, conflict=None) -> dict:
@@ -103,7 +91,7 @@ def _config(engine: str | None, c: dict, engines: dict | None, runtime: dict) ->
         if not isinstance(ent, dict):
             return False, None, ""
         value = ent.get("value") if ent.get("value") in DRIVERS else None
-        return True, value, str(ent.get("source") or f"{_NAMES[engine]}'s config")
+        return True, value, str(ent.get("source") or f"{title(engine)}'s config")
     if engine != "containerd":
         return False, None, ""
     sc, basis = runtime.get("systemd_cgroup"), str(runtime.get("systemd_cgroup_basis") or "")

@@ -99,6 +99,8 @@ def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[di
         return sr.gpu_operator(st, node, {})
     if engine == "docker":
         return sr.docker(st, runtime, specs_ok, root)
+    if engine == "podman":
+        return sr.podman(st, runtime, specs_ok, root)
     out = sr.containerd_cdi(st, runtime)
     if plugin == "hami":
         plug = sr.hami(st, node, root)

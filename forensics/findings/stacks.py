@@ -13,14 +13,17 @@ from __future__ import annotations
 import posixpath
 
 from ..engines import engine_of_scope
+from ..engines.containerd import CRI_NAMESPACE
+from ..engines.docker import NAMESPACE as DOCKER_NAMESPACE
 
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 RUNTIME_PREFIX = {"containerd://": "containerd", "cri-o://": "crio", "docker://": "docker"}  #: node.status.nodeInfo
-NAMESPACE_ENGINE = {"moby": "docker", "k8s.io": "containerd"}  #: containerd namespaces (stacks.md 6)
+#: containerd namespaces (stacks.md 6)
+NAMESPACE_ENGINE = {DOCKER_NAMESPACE: "docker", CRI_NAMESPACE: "containerd"}
 
 
 def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict | None) -> dict:
-    """The exposure's ``stack``: ``{"engine": "containerd"|"k3s"|"rke2"|"docker"|"crio"|"runc"|None,
+    """The exposure's ``stack``: ``{"engine": "containerd"|"k3s"|"rke2"|"docker"|"crio"|"podman"|"runc"|None,
     "engines": [str] (every engine seen), "device_plugin": "nvidia-device-plugin"|"gpu-operator"|"hami"|
     "bottlerocket"|"none"|None, "driver_root": str|None, "plugin_pod": {"namespace", "pod"}|None,
     "hook_users": [str] (what runs the standalone
@@ -48,12 +51,13 @@ def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict
 
 def _engine_of(c: dict) -> str | None:
     """A container record's engine: its ``engine`` key (h-engines), else its containerd namespace or its
-    cgroup scope name (``crio-<id>.scope``, ``docker-<id>.scope``: stacks.md 6, 7)."""
+    cgroup scope name (``crio-<id>.scope``, ``docker-<id>.scope``, ``libpod-<id>.scope``: stacks.md 6, 7,
+    forensics/engines/podman.py)."""
     if c.get("engine"):
         return c["engine"]
     path = str((c.get("cgroup") or {}).get("path") or "")
     by_scope = engine_of_scope(posixpath.basename(path))
-    if by_scope in ("crio", "docker"):
+    if by_scope in ("crio", "docker", "podman"):
         return by_scope
     if "/docker/" in path:
         return "docker"
@@ -209,7 +213,7 @@ def _hook_users(runtime, st, containers, engines) -> list[str]:
         out.append("Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json (prestart nvidia-container-runtime-hook)")
     for c in containers:
         e = _engine_of(c)
-        if e in ("docker", "crio", "runc") and any(
+        if e in ("docker", "crio", "podman", "runc") and any(
                 LEGACY_HOOK in _hook_text(h) for h in (c.get("hooks") or {}).get("prestart") or []):
             out.append(f"{e} container {str(c.get('id'))[:12]} has the {LEGACY_HOOK} prestart hook")
     if "docker" in engines and not any(o.startswith("docker container") for o in out):

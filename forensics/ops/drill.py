@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from ..engines.containerd import CRI_NAMESPACE
 from ..timeutil import iso_z
 
 SCHEMA = "gpu-forensics/drill/v1"
@@ -277,7 +278,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh-image", metavar="IMAGE", help="start a fresh probe container from this (already pulled) image")
     p.add_argument("--fresh-rootfs", metavar="DIR", help="start a fresh probe container on this root file system")
     p.add_argument("--ctr-address", default="/run/containerd/containerd.sock", help="containerd socket for --fresh-*")
-    p.add_argument("--ctr-namespace", default="k8s.io", help="containerd namespace for --fresh-*")
+    p.add_argument("--ctr-namespace", default=CRI_NAMESPACE, help="containerd namespace for --fresh-*")
     p.add_argument("--runtime-binary", default="/usr/bin/nvidia-container-runtime",
                    help="runtime the fresh container is created with (empty: plain runc)")
     p.add_argument("--runc-root", help="runc state root for the fresh container (default containerd's)")

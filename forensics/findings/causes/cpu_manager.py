@@ -10,6 +10,7 @@ with Linux: ...``, its CRI instrumented service); the kubelet logs its side only
 """
 from __future__ import annotations
 
+from ...engines.containerd import CRI_NAMESPACE
 from .. import scope as S
 from ..verdicts import (Cause, Evidence, Happened, Mechanism, Rule, Window, coverage_of, explains, first_seen,
                         weigh)
@@ -70,7 +71,7 @@ def _cri_logged(ev: Evidence, rows: list[dict]) -> bool:
     client (``runc update``, ``ctr``) is logged by none."""
     ids = {r.get("id") for r in rows}
     recs = [c for c in ev.facts.get("containers") or [] if isinstance(c, dict) and c.get("id") in ids]
-    return bool(recs) and all(c.get("engine") in ("containerd", None) and c.get("namespace") == "k8s.io"
+    return bool(recs) and all(c.get("engine") in ("containerd", None) and c.get("namespace") == CRI_NAMESPACE
                               and any(str(k).startswith("io.kubernetes.cri.") for k in c.get("annotations") or {})
                               for c in recs)
 

@@ -1,0 +1,18 @@
+"""Plain runc (and the roots every engine's runc keeps its state in).
+
+State: ``<root>/<id>/state.json`` or ``<root>/<namespace>/<id>/state.json`` (the containerd shims run runc
+with ``--root <Root>/<namespace>``); a container found only here gets its engine from the bundle path its
+state.json names. With ``--systemd-cgroup`` and no cgroupsPath runc names the scope ``runc-<id>.scope``
+(runc's default ``system.slice:runc:<id>``)."""
+from __future__ import annotations
+
+from forensics.engines.engine import Engine
+
+#: runc's own default root, containerd's shims' and dockerd's (``<exec-root>/runtime-runc``)
+DEFAULT_ROOTS = ("/run/runc", "/run/containerd/runc", "/run/docker/runtime-runc")
+
+ENGINE = Engine(
+    name="runc", title="runc", scope_prefix="runc",
+    cgroup_default={None: ("cgroupfs", "runc's default (cgroupfs unless runc runs with --systemd-cgroup; runc(8), "
+                                       "runc docs/cgroup-v2.md)")},
+    cgroup_setting="runc's --systemd-cgroup flag")
