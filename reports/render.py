@@ -184,18 +184,40 @@ def _json_parts(a: dict) -> Iterator[str]:
     yield "\n}\n"
 
 
+def html_parts(a: dict, flavor: str = "markdown") -> Iterator[str]:
+    """report.html in pieces (the ``html`` format of reports/formats.py; ``flavor`` is not used)."""
+    return _html_parts(a)
+
+
+def markdown_parts(a: dict, flavor: str = "markdown") -> Iterator[str]:
+    """report.md as one piece, in ``flavor`` (the ``markdown`` format of reports/formats.py)."""
+    return iter([markdown(a, flavor)])
+
+
+def json_parts(a: dict, flavor: str = "markdown") -> Iterator[str]:
+    """analysis.json in pieces (the ``json`` format of reports/formats.py; ``flavor`` is not used)."""
+    return _json_parts(a)
+
+
 def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path | None,
           flavor: str = "markdown", chart=None) -> list[Path]:
-    """Write whichever outputs have a path (``md_path`` in ``flavor``, see :func:`markdown`); returns
-    the paths written. ``chart``: a started :class:`reports.chartproc.ChartChild`, which draws the
-    picture of report.html while the rest is rendered (without it, it is drawn here). When the alert audit ran, the
-    suggested rules go beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready;
-    ``promtool check rules`` accepts it)."""
+    """:func:`write_all` of the three formats by their paths (``None``: not written)."""
+    return write_all(a, {"html": html_path, "markdown": md_path, "json": json_path}, flavor, chart)
+
+
+def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> list[Path]:
+    """Write each format of :data:`reports.formats.FORMATS` that ``paths`` (``{format name: path or None}``)
+    gives a path, the Markdown one in ``flavor`` (see :func:`markdown`); returns the paths written.
+    ``chart``: a started :class:`reports.chartproc.ChartChild`, which draws the picture of report.html while
+    the rest is rendered (without it, it is drawn here). When the alert audit ran, the suggested rules go
+    beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready; ``promtool check rules``
+    accepts it)."""
+    from .formats import FORMATS
+    outs = [(Path(paths[f.name]), f) for f in FORMATS if paths.get(f.name)]
     done = []
     audit = (a.get("metrics") or {}).get("alert_audit") or {}
-    first = next((Path(p) for p in (html_path, md_path, json_path) if p), None)
-    if audit.get("suggested_rules_yaml") and first:
-        rules = first.parent / "gpu-alerts.rules.yml"
+    if audit.get("suggested_rules_yaml") and outs:
+        rules = outs[0][0].parent / "gpu-alerts.rules.yml"
         rules.parent.mkdir(parents=True, exist_ok=True)
         rules.write_text(audit["suggested_rules_yaml"], encoding="utf-8")
         done.append(rules)
@@ -206,15 +228,16 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
     enabled = gc.isenabled()
     gc.disable()
     try:
-        others = [(Path(p), f) for p, f in ((md_path, lambda a: [markdown(a, flavor)]), (json_path, _json_parts)) if p]
+        html_path = next((p for p, f in outs if f.name == "html"), None)
+        others = [(p, lambda a, r=f.parts(): r(a, flavor)) for p, f in outs if f.name != "html"]
         if chart is None or not html_path:
-            for path, parts in ([(Path(html_path), _html_parts)] if html_path else []) + others:
-                _put(path, parts(a))
+            for path, f in outs:
+                _put(path, f.parts()(a, flavor))
                 done.append(path)
             return done
-        # with a child drawing the picture: report.md and analysis.json are written while it draws, once
-        # the rest of report.html is rendered. Their errors are raised after report.html is whole, an
-        # error of report.html's first
+        # with a child drawing the picture: the other formats are written while it draws, once the rest of
+        # report.html is rendered. Their errors are raised after report.html is whole, an error of
+        # report.html's first
         chart.send(a)
         late: list[OSError] = []
         called = []
@@ -226,12 +249,12 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
                     _put(path, parts(a))
             except OSError as e:
                 late.append(e)
-        _put(Path(html_path), _html_parts(a, chart, meanwhile))
+        _put(html_path, _html_parts(a, chart, meanwhile))
         if not called:
             meanwhile()
         if late:
             raise late[0]
-        done += [Path(html_path)] + [path for path, _ in others]
+        done += [path for path, _ in outs]
     finally:
         if enabled:
             gc.enable()

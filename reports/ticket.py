@@ -102,6 +102,8 @@ class _Flavor:
 
 _FLAVORS = {"markdown": _Flavor(md, "## {}", "### {}", "**{}**", "`{}`", _md_table, _md_code),
             "jira": _Flavor(jira, "h2. {}", "h3. {}", "*{}*", "{{{{{}}}}}", _jira_table, _jira_code)}
+#: the ticket flavours, the first the default (``--markdown-flavor``, reports/formats.py)
+FLAVORS = tuple(_FLAVORS)
 
 
 def render(a: dict, limit: int, banner: str = "", flavor: str = "markdown") -> str:

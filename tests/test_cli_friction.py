@@ -79,7 +79,7 @@ def test_a_report_that_cannot_be_written_is_one_line_exit_5(bundle, tmp_path, ca
     assert rc == 5
     assert _err_lines(capsys) == [f"gpu-forensics: error: cannot write the report {tmp_path}/f/r.md: {tmp_path}/f: "
                                   "File exists (EEXIST); give --markdown (--html, --markdown, --json) a writable "
-                                  "place, e.g. /var/tmp/report.html"]
+                                  "place, e.g. /var/tmp/report.md"]
 
 
 def test_timeline_to_a_full_disk_is_one_line_exit_5(bundle):
@@ -94,12 +94,12 @@ def test_timeline_to_a_full_disk_is_one_line_exit_5(bundle):
 
 def test_quiet_run_prints_the_verdicts_before_the_reports_and_each_thing_once(tmp_path, capsys, monkeypatch):
     from reports import render
-    real, seen = render.write, []
+    real, seen = render.write_all, []
 
     def write(*a, **kw):  # what stdout held when the reports began to render
         seen.append(capsys.readouterr().out)
         return real(*a, **kw)
-    monkeypatch.setattr(render, "write", write)
+    monkeypatch.setattr(render, "write_all", write)
     out = tmp_path / "n"
     rc = main(["--quiet", "run", "--root", str(SAMPLE_ROOT), "--out", str(out), "--incident", INCIDENT])
     assert rc == 0

@@ -172,3 +172,33 @@ def test_one_wording_of_the_eperm_class_for_journal_and_pod_logs():
         assert error_signature(line.encode()) == want, line
         assert nvml_error(line) is (want is not None), line
 
+
+def test_a_report_format_is_one_registry_line(tmp_path, monkeypatch):
+    """The CLI's report flags, their default files and the ticket flavours come from reports/formats.py, and
+    render.write_all writes whatever the registry lists: a format added there (its renderer named, nothing
+    else changed) gets its flag and its file from ``analyze``."""
+    import json
+
+    from forensics.ops.cli import build_parser, main
+    from reports import formats, ticket
+    assert [(f.flag, f.file) for f in formats.FORMATS] == [("--html", "report.html"), ("--markdown", "report.md"),
+                                                           ("--json", "analysis.json")]
+    assert formats.FLAVORS == tuple(ticket._FLAVORS) == ("markdown", "jira")
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    bundle = next(out.glob("bundle-*"))
+    extra = formats.Format("verdicts", "verdicts.txt", "the verdicts, one a line", "test_one_home:verdict_lines",
+                           "verdicts")
+    monkeypatch.setattr(formats, "FORMATS", formats.FORMATS + (extra,))
+    assert "write the verdicts, one a line here" in " ".join(build_parser().format_help().split()) or \
+        "--verdicts" in build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    assert main(["analyze", str(bundle), "--verdicts", str(tmp_path / "v.txt"), "--html", str(tmp_path / "r.html"),
+                 "--markdown", str(tmp_path / "r.md"), "--json", str(tmp_path / "a.json")]) == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert (tmp_path / "v.txt").read_text().splitlines() == a["verdicts"]
+    assert (bundle.parent / f"{bundle.name}-report").exists() is False   # every path was given: no default used
+
+
+def verdict_lines(a: dict, flavor: str = "markdown"):
+    """The renderer of the format the test above adds: the analysis's verdicts, one a line."""
+    return (f"{v}\n" for v in a.get("verdicts") or [])

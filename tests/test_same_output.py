@@ -51,8 +51,20 @@ def _demo(out: Path) -> dict:
 def test_the_sample_gives_the_analysis_kept_in_tests_golden(tmp_path):
     got = normalised(_demo(tmp_path / "demo"))
     want = json.loads(GOLDEN.read_text())
-    for key in sorted(set(got) | set(want)):   # the first differing section named, not a whole-file diff
-        assert got.get(key) == want.get(key), f"analysis.json[{key!r}] differs from {GOLDEN.name}"
+    diffs = list(_differences(want, got))   # the differing places named, not a whole-file diff
+    assert not diffs, f"analysis.json differs from {GOLDEN.name} in {len(diffs)} places, first: " + "; ".join(diffs[:5])
+
+
+def _differences(want, got, path: str = ""):
+    """``"path: want != got"`` for each place the two JSON values differ (a list by index, a dict by key)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        for k in sorted(set(want) | set(got)):
+            yield from _differences(want.get(k, "<absent>"), got.get(k, "<absent>"), f"{path}/{k}")
+    elif isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        for i, (w, g) in enumerate(zip(want, got)):
+            yield from _differences(w, g, f"{path}[{i}]")
+    elif want != got:
+        yield f"{path or '/'}: {str(want)[:120]!r} != {str(got)[:120]!r}"
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["update"]:

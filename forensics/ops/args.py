@@ -50,11 +50,11 @@ def analyze_args(p: argparse.ArgumentParser, bundle: bool) -> None:
         expect_arg(p)
         p.add_argument("--allow-tampered", action="store_true",
                        help="analyse a bundle that does not match its manifest anyway (every report says so; exit 3)")
-    p.add_argument("--html", help="write the HTML report here (default <bundle>-report/report.html)")
-    p.add_argument("--markdown", help="write the Markdown report here (default <bundle>-report/report.md)")
-    p.add_argument("--json", help="write analysis.json here (default <bundle>-report/analysis.json)")
-    p.add_argument("--markdown-flavor", choices=("markdown", "jira"), default="markdown",
-                   help="report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default markdown)")
+    from reports.formats import FLAVORS, FORMATS  # the one registry of report formats (no jinja2 needed)
+    for f in FORMATS:
+        p.add_argument(f.flag, help=f"write {f.what} here (default <bundle>-report/{f.file})")
+    p.add_argument("--markdown-flavor", choices=FLAVORS, default=FLAVORS[0],
+                   help=f"report.md as Markdown (GitHub, GitLab) or Jira wiki markup (default {FLAVORS[0]})")
 
 
 def expect_arg(p: argparse.ArgumentParser) -> None:

@@ -108,12 +108,13 @@ def _default_out(node: str | None) -> Path:
     return Path(f"gpu-forensics-{node or 'node'}-{stamp}")
 
 
-def _report_paths(args, bundle_path: Path) -> tuple[Path, Path, Path]:
+def _report_paths(args, bundle_path: Path) -> dict[str, Path]:
+    """``{format name: path}`` for every format of :data:`reports.formats.FORMATS`: its flag's value, else
+    its default file in ``<bundle>-report/``."""
+    from reports.formats import FORMATS
     base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
     d = bundle_path.with_name(base + "-report")
-    return (Path(args.html) if args.html else d / "report.html",
-            Path(args.markdown) if args.markdown else d / "report.md",
-            Path(args.json) if args.json else d / "analysis.json")
+    return {f.name: Path(getattr(args, f.name, None) or d / f.file) for f in FORMATS}
 
 
 def _budget(seconds: float) -> None:
@@ -211,15 +212,18 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     for v in a["verdicts"]:  # the answer first: before the HTML and its chart are rendered
         print(v)
     sys.stdout.flush()
-    html, md, js = paths = _report_paths(args, bundle_path)
+    from reports.formats import FLAVORS, FORMATS
+    paths = _report_paths(args, bundle_path)
     try:
-        written = render.write(a, html, md, js, getattr(args, "markdown_flavor", "markdown"), chart=chart)
-    except OSError as e:  # the file, or a directory render.write makes for it
-        bad = Path(e.filename or html)
-        flag, path = next(((f, p) for f, p in zip(REPORT_FLAGS, paths) if bad in (p, *p.parents)), ("--html", html))
+        written = render.write_all(a, paths, getattr(args, "markdown_flavor", FLAVORS[0]), chart=chart)
+    except OSError as e:  # the file, or a directory render.write_all makes for it
+        first = next(iter(paths.items()))
+        bad = Path(e.filename or first[1])
+        name, path = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), first)
         where = f"{path}: {bad}" if bad != path else f"{path}"
-        raise BundleWriteError(f"cannot write the report {where}: {describe(e)}; give {flag} (--html, "
-                               "--markdown, --json) a writable place, e.g. /var/tmp/report.html", e.errno) from None
+        raise BundleWriteError(f"cannot write the report {where}: {describe(e)}; give --{name} ("
+                               f"{', '.join(report_flags())}) a writable place, e.g. /var/tmp/{next(f.file for f in FORMATS if f.name == name)}",
+                               e.errno) from None
     if announce:
         for p in written:
             print(f"wrote {p}")
@@ -228,13 +232,16 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
 
 
-REPORT_FLAGS = ("--html", "--markdown", "--json")
+def report_flags() -> tuple[str, ...]:
+    """The report formats' flags, from :data:`reports.formats.FORMATS`: ``("--html", "--markdown", "--json")``."""
+    from reports.formats import FORMATS
+    return tuple(f.flag for f in FORMATS)
 
 
 def check_report_paths(args) -> None:
-    """``--html``, ``--markdown``, ``--json`` under /proc or /sys are refused before anything is done
-    (:func:`forensics.output.refuse_pseudo`; exit 5)."""
-    for flag in REPORT_FLAGS:
+    """The report formats' paths (``--html``, ``--markdown``, ``--json``) under /proc or /sys are refused
+    before anything is done (:func:`forensics.output.refuse_pseudo`; exit 5)."""
+    for flag in report_flags():
         given = getattr(args, flag[2:], None)
         if given:
             refuse_pseudo(Path(given), flag)
@@ -244,8 +251,10 @@ def _summary(bundle: Path, digest: str, args) -> None:
     """The end of ``run``: where everything is, and the hash the ticket should record: the SHA-256 of
     manifest.json, the value ``collect`` prints and ``verify`` prints and checks (``--expect``),
     whether the bundle is a directory or a ``.tar.gz``."""
-    html, md, js = _report_paths(args, bundle)
-    print(f"\nreport: {html}\nticket text: {md}\nanalysis: {js}\nbundle: {bundle}\nmanifest.json sha256: {digest}")
+    from reports.formats import FORMATS
+    paths = _report_paths(args, bundle)
+    shown = "".join(f"{f.said}: {paths[f.name]}\n" for f in FORMATS)
+    print(f"\n{shown}bundle: {bundle}\nmanifest.json sha256: {digest}")
 
 
 def _upload(bundle: Path, args) -> int:
@@ -259,7 +268,7 @@ def _upload(bundle: Path, args) -> int:
         archive = bundle.with_name(bundle.name + ".tar.gz")
         with tarfile.open(archive, "w:gz") as tf:
             tf.add(bundle, arcname=bundle.name)
-    files = [archive] + [p for p in _report_paths(args, bundle) if p.exists()]
+    files = [archive] + [p for p in _report_paths(args, bundle).values() if p.exists()]
     try:
         recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
                       auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,
