@@ -48,9 +48,9 @@ flat runc root)::
 
 ``record.json`` (consumed by the exposure assessment)::
 
-    {"id", "namespace" (containerd namespace; "crio"; "runc" for a flat runc root), "pod", "pod_namespace",
+    {"id", "namespace" (containerd namespace; "crio"; "podman"; "runc" for a flat runc root), "pod", "pod_namespace",
      "container_name", "image", "created" (ISO UTC), "pid" (host pid of init), "bundle" (host path),
-     "engine": "containerd"|"docker"|"crio"|"runc" (see Sources),
+     "engine": "containerd"|"docker"|"crio"|"podman"|"runc" (see Sources; forensics/engines),
      "found_via": [str: each path the container was met through: task dir, userdata dir, runc state + root],
      "config": {"status": "collected"|"absent"|"unreadable"|"error"|"truncated", "detail": str|None}: the
                on-disk config.json (detail: errno name and message, "over the 8 MiB bound; not read", "gone

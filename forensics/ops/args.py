@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ..output import refuse_pseudo
 
 #: the epilog of ``collect`` and ``run`` on the time forms (:func:`forensics.timeutil.parse_when`)
 TIMES_HELP = """
@@ -79,3 +82,27 @@ def upload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upload-ca", metavar="FILE", help="CA bundle for the upload's TLS")
     p.add_argument("--upload-timeout", type=float, default=300, metavar="SECONDS",
                    help="bound the whole upload, every file and retry (default 300); the bundle is kept either way")
+
+
+def report_paths(args, bundle_path: Path) -> dict[str, Path]:
+    """``{format name: path}`` for every format of :data:`reports.formats.FORMATS`: its flag's value, else
+    its default file in ``<bundle>-report/``."""
+    from reports.formats import FORMATS
+    base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
+    d = bundle_path.with_name(base + "-report")
+    return {f.name: Path(getattr(args, f.name, None) or d / f.file) for f in FORMATS}
+
+
+def report_flags() -> tuple[str, ...]:
+    """The report formats' flags, from :data:`reports.formats.FORMATS`: ``("--html", "--markdown", "--json")``."""
+    from reports.formats import FORMATS
+    return tuple(f.flag for f in FORMATS)
+
+
+def check_report_paths(args) -> None:
+    """The report formats' paths (``--html``, ``--markdown``, ``--json``) under /proc or /sys are refused
+    before anything is done (:func:`forensics.output.refuse_pseudo`; exit 5)."""
+    for flag in report_flags():
+        given = getattr(args, flag[2:], None)
+        if given:
+            refuse_pseudo(Path(given), flag)

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..bundle import Bundle, BundleError
-from ..output import BundleWriteError, describe, refuse_nonempty, refuse_pseudo
+from ..output import BundleWriteError, describe, refuse_nonempty
 from ..source import option_values
 from ..timeutil import sane_tz
 from ..words import count_of
-from .args import TIMES_HELP, analyze_args, collect_args, expect_arg, upload_args
+from .args import (TIMES_HELP, analyze_args, check_report_paths, collect_args, expect_arg, report_flags, report_paths,
+                   upload_args)
 from . import say
 from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE,
                     Unavailable, UsageError, missing_report_libs, need_reports)
@@ -106,15 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _default_out(node: str | None) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return Path(f"gpu-forensics-{node or 'node'}-{stamp}")
-
-
-def _report_paths(args, bundle_path: Path) -> dict[str, Path]:
-    """``{format name: path}`` for every format of :data:`reports.formats.FORMATS`: its flag's value, else
-    its default file in ``<bundle>-report/``."""
-    from reports.formats import FORMATS
-    base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
-    d = bundle_path.with_name(base + "-report")
-    return {f.name: Path(getattr(args, f.name, None) or d / f.file) for f in FORMATS}
 
 
 def _budget(seconds: float) -> None:
@@ -213,7 +205,7 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
         print(v)
     sys.stdout.flush()
     from reports.formats import FLAVORS, FORMATS
-    paths = _report_paths(args, bundle_path)
+    paths = report_paths(args, bundle_path)
     try:
         written = render.write_all(a, paths, getattr(args, "markdown_flavor", FLAVORS[0]), chart=chart)
     except OSError as e:  # the file, or a directory render.write_all makes for it
@@ -221,8 +213,9 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
         bad = Path(e.filename or first[1])
         name, path = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), first)
         where = f"{path}: {bad}" if bad != path else f"{path}"
+        example = next(f.file for f in FORMATS if f.name == name)
         raise BundleWriteError(f"cannot write the report {where}: {describe(e)}; give --{name} ("
-                               f"{', '.join(report_flags())}) a writable place, e.g. /var/tmp/{next(f.file for f in FORMATS if f.name == name)}",
+                               f"{', '.join(report_flags())}) a writable place, e.g. /var/tmp/{example}",
                                e.errno) from None
     if announce:
         for p in written:
@@ -232,27 +225,12 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
 
 
-def report_flags() -> tuple[str, ...]:
-    """The report formats' flags, from :data:`reports.formats.FORMATS`: ``("--html", "--markdown", "--json")``."""
-    from reports.formats import FORMATS
-    return tuple(f.flag for f in FORMATS)
-
-
-def check_report_paths(args) -> None:
-    """The report formats' paths (``--html``, ``--markdown``, ``--json``) under /proc or /sys are refused
-    before anything is done (:func:`forensics.output.refuse_pseudo`; exit 5)."""
-    for flag in report_flags():
-        given = getattr(args, flag[2:], None)
-        if given:
-            refuse_pseudo(Path(given), flag)
-
-
 def _summary(bundle: Path, digest: str, args) -> None:
     """The end of ``run``: where everything is, and the hash the ticket should record: the SHA-256 of
     manifest.json, the value ``collect`` prints and ``verify`` prints and checks (``--expect``),
     whether the bundle is a directory or a ``.tar.gz``."""
     from reports.formats import FORMATS
-    paths = _report_paths(args, bundle)
+    paths = report_paths(args, bundle)
     shown = "".join(f"{f.said}: {paths[f.name]}\n" for f in FORMATS)
     print(f"\n{shown}bundle: {bundle}\nmanifest.json sha256: {digest}")
 
@@ -268,7 +246,7 @@ def _upload(bundle: Path, args) -> int:
         archive = bundle.with_name(bundle.name + ".tar.gz")
         with tarfile.open(archive, "w:gz") as tf:
             tf.add(bundle, arcname=bundle.name)
-    files = [archive] + [p for p in _report_paths(args, bundle).values() if p.exists()]
+    files = [archive] + [p for p in report_paths(args, bundle).values() if p.exists()]
     try:
         recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
                       auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,
