@@ -40,18 +40,18 @@ def trusted_reloads(events: list[Event]) -> list[dict]:
             if e.kind in RELOAD_KINDS and not UNTRUSTED.intersection(e.flags)]
 
 
-def infer(row: dict, reasons: list[str], c: dict, reloads: list[dict]) -> None:
-    """Mark exposure ``row`` broken (``broken_basis`` "bpf" or "inferred", the reload in
-    ``broken_evidence``) when: the GPU came by the hook (``gpu_injection`` "hook"), the reload drops its
-    nodes (``row["not_reapplied"]``, from exposure's reload risk), the driver is systemd by the container's
+def infer(row, reasons: list[str], c: dict, reloads: list[dict]) -> None:
+    """Mark exposure ``row`` (a :class:`forensics.findings.exposure_row.ExposureRow`) broken (``broken_basis``
+    "bpf" or "inferred", the reload in ``broken_evidence``) when: the GPU came by the hook (``gpu_injection``
+    "hook"), the reload drops its nodes (``row.not_reapplied``, from exposure's reload risk), the driver is systemd by the container's
     evidence or its engine's config (a default never makes it broken), no probe ran, no devices.list was
     read, and a trusted reload (:func:`trusted_reloads`) came after the record's ``created``. With the
     driver only assumed systemd, the reload is cited and the row stays at risk. Appends the sentence to
     ``reasons``; raises nothing for missing keys."""
-    if row["gpu_injection"] != "hook" or not row["not_reapplied"] or row["cgroup_driver"] != "systemd":
+    if row.gpu_injection != "hook" or not row.not_reapplied or row.cgroup_driver != "systemd":
         return
     cg = c.get("cgroup") if isinstance(c.get("cgroup"), dict) else {}
-    if row["probe"] != "not-run" or cg.get("rules") is not None:
+    if row.probe != "not-run" or cg.get("rules") is not None:
         return  # direct evidence (the probe's answer, devices.list) already judged it
     created = _at(c.get("created"))
     after = [r for r in reloads if created and (at := _at(r.get("at"))) and at > created]
@@ -62,8 +62,8 @@ def infer(row: dict, reasons: list[str], c: dict, reloads: list[dict]) -> None:
     where = (f"line {first['line']}" if first.get("line") is not None else f"cursor {first.get('cursor')}")
     said = (f"PID 1 logged a {what} at {first['at']} ({first.get('artifact')} {where}), after the container was "
             f"created ({c.get('created')})" + (f", and {len(after) - 1} more since" if len(after) > 1 else ""))
-    lost = ", ".join(row["not_reapplied"])
-    if row["cgroup_driver_basis"] not in ("evidence", "engine config"):
+    lost = ", ".join(row.not_reapplied)
+    if row.cgroup_driver_basis not in ("evidence", "engine config"):
         reasons.append(f"{said}: if the driver is systemd as assumed, that {what} already revoked {lost} "
                        f"(inferred from the engine's default, so only at risk here); {PROBE_HINT}")
         return
@@ -75,15 +75,15 @@ def infer(row: dict, reasons: list[str], c: dict, reloads: list[dict]) -> None:
         reasons.append(f"{said}, yet no device program of its scope was loaded after it (bpftool lists: {shown}), "
                        f"so as far as bpftool shows that {what} did not rebuild its allowlist; {PROBE_HINT}")
         return
-    row["broken"], row["broken_basis"] = True, "bpf" if later else "inferred"
-    row["broken_evidence"], row["broken_cause"] = [first], "daemon-reload"
+    row.broken, row.broken_basis = True, "bpf" if later else "inferred"
+    row.broken_evidence, row.broken_cause = [first], "daemon-reload"
     progs_said = (f"; the device program{'s' if len(later) > 1 else ''} {', '.join(_prog(p) for p in later)} "
                   f"attached to its scope {'were' if len(later) > 1 else 'was'} loaded after it (cgroup v2, bpftool): "
                   "consistent with systemd's allowlist rebuilt from DeviceAllow=" if later else
                   "; the scope's device programs were not listed (cgroup v2: bpftool absent)"
                   if cg.get("version") == 2 and progs is None else "")
     reasons.append(f"broken ({'bpf' if later else 'inferred'}, no probe ran): {said}; under the systemd driver "
-                   f"({row['cgroup_driver_source']}) it re-applied the scope's device rules, which lack {lost}, so "
+                   f"({row.cgroup_driver_source}) it re-applied the scope's device rules, which lack {lost}, so "
                    f"GPU access is most likely already revoked{progs_said}; {PROBE_HINT}")
 
 

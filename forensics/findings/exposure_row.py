@@ -6,7 +6,7 @@ facts every row needs (:class:`Context`). :mod:`forensics.findings.exposure` ass
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..redact import is_redacted
 from ..timeutil import parse_iso
@@ -51,16 +51,69 @@ class Context:
         return None
 
 
-def _row(c: dict, inj: str, drv: dict) -> dict:
+@dataclass
+class ExposureRow:
+    """One container's exposure row, as :func:`row` builds it step by step; :meth:`as_json` is its
+    ``exposure.containers[]`` entry (the keys in this order; ``spec_detail`` only when the spec was not
+    read). Fields: the container's identity (``id``, ``pod``, ``namespace``, ``created``,
+    ``container_name``, ``engine``), ``gpu_injection`` (cdi, spec, hook, none, unknown), ``spec_status``,
+    the judgement (``at_risk``, ``broken``, ``broken_basis`` probe|devices.list|bpf|inferred,
+    ``broken_evidence``, ``broken_cause``), the evidence (``probe``, the worst result on the nodes it was
+    given, and ``probe_detail``; ``devices``; ``not_reapplied``, ``dev_char_missing``, ``runc_skipped``;
+    ``systemd_unit``; ``made_inside``), the cgroup driver as decided (``cgroup_driver``, ``_source``,
+    ``_basis``, ``_conflict``: :func:`forensics.findings.cgroup_driver.decide`) and ``reason``, its sentence."""
+
+    id: object
+    pod: object
+    namespace: object
+    created: object
+    container_name: object
+    engine: str | None
+    gpu_injection: str
+    spec_status: str | None
+    cgroup_driver: str | None
+    cgroup_driver_source: str
+    cgroup_driver_basis: str
+    cgroup_driver_conflict: str | None
+    systemd_unit: object = None
+    probe_detail: dict = field(default_factory=dict)
+    at_risk: bool = False
+    broken: bool = False
+    broken_basis: str | None = None
+    broken_evidence: list = field(default_factory=list)
+    broken_cause: str | None = None
+    probe: str = "not-run"
+    devices: list = field(default_factory=list)
+    not_reapplied: list = field(default_factory=list)
+    dev_char_missing: list = field(default_factory=list)
+    runc_skipped: list = field(default_factory=list)
+    made_inside: list = field(default_factory=list)
+    spec_detail: str | None = None
+    reason: str = ""
+
+    def as_json(self) -> dict:
+        """The row as analysis.json holds it."""
+        out = {k: getattr(self, k) for k in _JSON_ORDER}
+        if self.spec_detail is not None:
+            out["spec_detail"] = self.spec_detail
+        out["reason"] = self.reason
+        return out
+
+
+#: the keys of an exposure row in analysis.json, in order (``spec_detail`` and ``reason`` follow)
+_JSON_ORDER = ("id", "pod", "namespace", "created", "container_name", "engine", "gpu_injection", "spec_status",
+               "at_risk", "broken", "broken_basis", "broken_evidence", "broken_cause", "probe", "probe_detail",
+               "devices", "not_reapplied", "dev_char_missing", "runc_skipped", "systemd_unit", "cgroup_driver",
+               "cgroup_driver_source", "cgroup_driver_basis", "cgroup_driver_conflict", "made_inside")
+
+
+def _row(c: dict, inj: str, drv: dict) -> ExposureRow:
     """An exposure row with what every container has, before its devices are judged."""
-    return {"id": c.get("id"), "pod": c.get("pod"), "namespace": c.get("pod_namespace"), "created": c.get("created"),
-            "container_name": c.get("container_name"), "engine": drv["engine"], "gpu_injection": inj,
-            "spec_status": (c.get("config") or {}).get("status") if isinstance(c.get("config"), dict) else None,
-            "at_risk": False, "broken": False, "broken_basis": None, "broken_evidence": [], "broken_cause": None, "probe": "not-run",
-            "probe_detail": c.get("probe") or {}, "devices": [], "not_reapplied": [], "dev_char_missing": [],
-            "runc_skipped": [], "systemd_unit": c.get("systemd_unit"), "cgroup_driver": drv["driver"],
-            "cgroup_driver_source": drv["source"], "cgroup_driver_basis": drv["basis"],
-            "cgroup_driver_conflict": drv["conflict"], "made_inside": []}
+    return ExposureRow(c.get("id"), c.get("pod"), c.get("pod_namespace"), c.get("created"), c.get("container_name"),
+                       drv["engine"], inj,
+                       (c.get("config") or {}).get("status") if isinstance(c.get("config"), dict) else None,
+                       drv["driver"], drv["source"], drv["basis"], drv["conflict"], c.get("systemd_unit"),
+                       c.get("probe") or {})
 
 
 def _spec_unread(c: dict) -> str | None:
@@ -75,23 +128,30 @@ def _spec_unread(c: dict) -> str | None:
 
 
 def row(c: dict, ctx: Context) -> dict:
-    """One container's exposure row: how its GPU came (:func:`_injection`), which device nodes are evidence
-    of it (:func:`_given_nodes`), whether a reload can take them (:func:`_judge_risk`) and whether it already
-    lost them (:func:`_judge_broken`), each step adding its clause to the row's ``reason``."""
+    """One container's exposure row (:meth:`ExposureRow.as_json`): how its GPU came (:func:`_injection`),
+    which device nodes are evidence of it (:func:`_given_nodes`), whether a reload can take them
+    (:func:`_judge_risk`) and whether it already lost them (:func:`_judge_broken`), each step adding its
+    clause to the row's ``reason``."""
+    return judged(c, ctx).as_json()
+
+
+def judged(c: dict, ctx: Context) -> ExposureRow:
+    """:func:`row`, typed."""
     drv = decide(c, ctx.engines, ctx.runtime)
     if drv["conflict"]:
         ctx.notes.append(f"{c.get('id')}: the sources disagree on the cgroup driver: {drv['conflict']}")
     unread = _spec_unread(c)
     if unread:
         row = _row(c, "unknown", drv)
-        row["spec_detail"] = unread
-        row["reason"] = (f"config.json {unread}: whether the runtime gave it a GPU, and how, cannot be assessed "
-                         "(unknown, not \"no GPU\").")
+        row.spec_detail = unread
+        row.reason = (f"config.json {unread}: whether the runtime gave it a GPU, and how, cannot be assessed "
+                      "(unknown, not \"no GPU\").")
         return row
     how = _injection(c, ctx)
     nodes = _given_nodes(c, how, ctx)
-    row = {**_row(c, how.inj, drv), "probe": _probe_summary(c.get("probe") or {}, [u[2] for u in nodes.used]),
-           "devices": [f"{p} ({M}:{m})" for M, m, p in nodes.used]}
+    row = _row(c, how.inj, drv)
+    row.probe = _probe_summary(c.get("probe") or {}, [u[2] for u in nodes.used])
+    row.devices = [f"{p} ({M}:{m})" for M, m, p in nodes.used]
     reasons = [_how(how.inj, how.legacy, how.requested, how.nvd)]
     if nodes.foreign:
         n = len(nodes.foreign)
@@ -99,14 +159,14 @@ def row(c: dict, ctx: Context) -> dict:
                        f"{'was' if n == 1 else 'were'} not given by the runtime, so "
                        f"{'its' if n == 1 else 'their'} access is no evidence")
     if nodes.made:
-        row["made_inside"] = nodes.made
+        row.made_inside = nodes.made
         reasons.append(f"{', '.join(nodes.made)} {'was' if len(nodes.made) == 1 else 'were'} made inside the "
                        "container (changed after the runtime created it), so no evidence of what the runtime gave")
     _judge_risk(row, reasons, c, nodes.used, how.spec, drv, ctx)
     _judge_broken(row, reasons, c, nodes)
-    if not row["broken"] and row["at_risk"]:
+    if not row.broken and row.at_risk:
         infer(row, reasons, c, ctx.reloads)
-    row["reason"] = "; ".join(reasons) + "."
+    row.reason = "; ".join(reasons) + "."
     return row
 
 
@@ -187,12 +247,12 @@ def _given_nodes(c: dict, how: _Injection, ctx: Context) -> _Nodes:
     return _Nodes(inside, foreign, made, used)
 
 
-def _judge_risk(row: dict, reasons: list, c: dict, used: list, spec: list, drv: dict, ctx: Context) -> None:
+def _judge_risk(row: ExposureRow, reasons: list, c: dict, used: list, spec: list, drv: dict, ctx: Context) -> None:
     """Whether a daemon-reload can take the nodes ``used``: it depends on the cgroup driver, shown or assumed."""
     assumed = f" ({drv['source']})" if drv["basis"] == "default" else ""
     if used and drv["driver"] == "systemd":
         _reload_risk(row, reasons, c, used, spec, ctx)
-        if assumed and row["at_risk"]:
+        if assumed and row.at_risk:
             reasons.append(f"at risk inferred from the engine's default: the systemd driver is{assumed[:-1]}, "
                            "not shown by the node)")
     elif used and drv["driver"] == "cgroupfs":
@@ -201,7 +261,7 @@ def _judge_risk(row: dict, reasons: list, c: dict, used: list, spec: list, drv: 
         reasons.append(f"the cgroup driver is unknown ({drv['source']}), so the reload risk cannot be judged")
 
 
-def _judge_broken(row: dict, reasons: list, c: dict, nodes: _Nodes) -> None:
+def _judge_broken(row: ExposureRow, reasons: list, c: dict, nodes: _Nodes) -> None:
     """Whether the container already lost its GPU: an EPERM probe of a node the runtime gave, or device rules
     (cgroup v1 devices.list) that no longer allow a node it uses."""
     cg = c.get("cgroup") or {}
@@ -209,11 +269,11 @@ def _judge_broken(row: dict, reasons: list, c: dict, nodes: _Nodes) -> None:
     rules = cg.get("rules")
     denied = [f"{p} ({M}:{m})" for M, m, p in nodes.used if rules is not None and not rules_allow(rules, M, m)]
     if nodes.inside and eperm:
-        row["broken"], row["broken_basis"] = True, "probe"
+        row.broken, row.broken_basis = True, "probe"
         reasons.append(f"open() of {', '.join(eperm)} gives EPERM: access already revoked"
                        + _programs(cg.get("bpf") if cg.get("version") == 2 else None))
     if denied:
-        row["broken"], row["broken_basis"] = True, row["broken_basis"] or "devices.list"
+        row.broken, row.broken_basis = True, row.broken_basis or "devices.list"
         reasons.append(f"devices.list no longer allows {', '.join(denied)}")
 
 
@@ -228,7 +288,7 @@ def _programs(progs) -> str:
             "only when every attached program allows it")
 
 
-def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: Context) -> None:
+def _reload_risk(row: ExposureRow, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: Context) -> None:
     """Which used devices the next daemon-reload drops: those outside the rules systemd re-applies (its
     drop-in when known, else its ``systemctl show`` DeviceAllow=, else the spec); those runc logged
     ``skipping device /dev/char/M:m for systemd`` for (its log.json: the rule never reached DeviceAllow=);
@@ -249,10 +309,10 @@ def _reload_risk(row: dict, reasons: list[str], c: dict, used: list[tuple], spec
     nolink = [u for u in (out if drop_in is not None else spec)
               if ctx.needs_links and u[0] is not None and ctx.link(u[0], u[1]) is False and u not in logged]
     outside = [u for u in out if u not in nolink and u not in logged]
-    row["not_reapplied"] = [f"{p} ({M}:{m})" for M, m, p in dict.fromkeys(out + nolink + logged)]
-    row["dev_char_missing"] = [f"/dev/char/{M}:{m}" for M, m, _ in dict.fromkeys(logged + nolink)]
-    row["runc_skipped"] = [f"/dev/char/{M}:{m}" for M, m, _ in logged]
-    row["at_risk"] = bool(outside or nolink or logged)
+    row.not_reapplied = [f"{p} ({M}:{m})" for M, m, p in dict.fromkeys(out + nolink + logged)]
+    row.dev_char_missing = [f"/dev/char/{M}:{m}" for M, m, _ in dict.fromkeys(logged + nolink)]
+    row.runc_skipped = [f"/dev/char/{M}:{m}" for M, m, _ in logged]
+    row.at_risk = bool(outside or nolink or logged)
     if logged:
         reasons.append(_skipped_reason(logged, skipped, ctx))
     if outside:
