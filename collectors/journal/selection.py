@@ -300,25 +300,31 @@ def select(src, since: int | None, problems: list[str], spool: Spool | None = No
     return sel, sorted(boots, key=lambda b: b["first_usec"]), first, last
 
 
+def passed(src, groups, since, rule, problems: list[str], what: str, texts=None, anchors=None, wanted=None):
+    """One selection pass, written once for both kinds of source: ``(kept rule, entry, whole)`` for each entry
+    of the match ``groups`` from ``since`` that ``rule`` keeps. A source shared among processes
+    (:mod:`collectors.journal.fileset`, with ``keep_each``) gives whole entries and may pass over lines by the
+    MESSAGE ``texts``, ``anchors`` and ``wanted`` test (see :func:`nvml_rule`); another gives the fields
+    read (``whole`` False: the entry is taken from the source's current position)."""
+    if hasattr(src, "keep_each"):
+        for r, e in src.keep_each(groups, since, rule, problems, what, texts, anchors, wanted):
+            yield r, e, True
+        return
+    for e in _scan_all(src.scan(groups, since), problems, what):
+        r = rule(e)
+        if r:
+            yield r, e, False
+
+
 def _pid1_pass(src, since, problems: list[str], keep) -> list[tuple]:
     """PID 1's lines (:func:`pid1_rule`), kept; returns the ``(µs, caller pid)`` of each reload, re-exec or
     SIGHUP line, around which the requesters are looked for."""
     triggers = []
-
-    def pid1_kept(rule, e, whole):
+    for rule, e, whole in passed(src, PID1, since, pid1_rule, problems, "PID 1 lines"):
         keep(rule, e if whole else None)
         k = manager_line(text(e.get("MESSAGE"))) if rule == "pid1" else None
         if k and k["kind"] in ("caller", "reload", "reexec", "sighup"):
             triggers.append((e.get("__REALTIME_TIMESTAMP"), k.get("pid")))
-
-    if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
-        for rule, e in src.keep_each(PID1, since, pid1_rule, problems, "PID 1 lines"):
-            pid1_kept(rule, e, True)
-    else:
-        for e in _scan_all(src.scan(PID1, since), problems, "PID 1 lines"):
-            rule = pid1_rule(e)
-            if rule:
-                pid1_kept(rule, e, False)
     return triggers
 
 
@@ -346,15 +352,9 @@ def _nvml_pass(src, since, problems: list[str], keep) -> None:
     # forgery), the kernel's (collectors.journal.kernel.KERNEL)
     groups = ([[("_SYSTEMD_UNIT", u) for u in units]] if units else []) + \
         [[("SYSLOG_IDENTIFIER", "kubelet"), ("SYSLOG_IDENTIFIER", "containerd")]] + KERNEL
-    if hasattr(src, "keep_each"):  # the files shared among processes (collectors.journal.fileset)
-        for rule, e in src.keep_each(groups, since, nvml_rule, problems, "NVML/kubelet/kernel lines", _NVML_TEXTS,
-                                     _NVML_ANCHORS, message_wanted):
-            keep(rule, e)
-    else:
-        for e in _scan_all(src.scan(groups, since), problems, "NVML/kubelet/kernel lines"):
-            rule = nvml_rule(e)
-            if rule:
-                keep(rule)
+    for rule, e, whole in passed(src, groups, since, nvml_rule, problems, "NVML/kubelet/kernel lines", _NVML_TEXTS,
+                                 _NVML_ANCHORS, message_wanted):
+        keep(rule, e if whole else None)
 
 
 def kernel_span(src) -> tuple[dict | None, dict | None]:
