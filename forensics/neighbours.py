@@ -130,6 +130,20 @@ OPENS_INCIDENT = frozenset({"spec-device-missing", "cdi-libcuda-missing", "cdi-u
                             "illegal-memory-access", "gpu-lost"})
 #: one search for any of them, so most lines are passed over with one test
 ANY = re.compile("|".join(f"(?:{p.pattern})" for _, p in SIGNATURES))
+#: texts one of which every line :data:`ANY` finds contains (each alternative's longest literal run), so that a
+#: reader may pass over a line with ``in`` tests before the search (the journal's NVML pass);
+#: tests/test_one_home.py derives them from the patterns again and checks they agree
+TEXTS = ("failed to generate spec: lstat ", "failed to locate libcuda.so", "cuInit failed:", "CUDA_ERROR_NO_DEVICE",
+         "cudaErrorNoDevice", "no CUDA-capable device is detected", "nvml error: driver not loaded",
+         "Allocate failed due to ", "restarting failed container", "Registered device plugin ",
+         "river/library version mismatch", "system not yet initialized", "cudaErrorSystemNotReady",
+         "CUDA_ERROR_SYSTEM_NOT_READY", "uncorrectable ECC error encountered", "CUDA_ERROR_ECC_UNCORRECTABLE",
+         "cudaErrorECCUncorrectable", "an illegal memory access was encountered", "CUDA_ERROR_ILLEGAL_ADDRESS",
+         "cudaErrorIllegalAddress", "Unable to determine the device handle for GPU", "ERROR_GPU_IS_LOST",
+         ": GPU is lost", "couldn't communicate with the NVIDIA driver", "NVML Shared Library Not Found",
+         "No devices were found", "unresolvable CDI devices", "XidCriticalError: Xid", "device marked unhealthy: ",
+         "Marking all devices as unhealthy", "aborting fabric manager", "detected NVSwitch fatal error",
+         "request to query NVSwitch device information from NVSwitch driver failed")
 #: the EPERM class's wording (``nvml-unknown``: NVML or CUDA cannot open a device the container still
 #: sees), one table for every reader of a log (the journal's NVML pass, pod logs): ``(signature, regex)``,
 #: the first that matches names the line; ``None`` names it by the matched text (``NVML_ERROR_*``,

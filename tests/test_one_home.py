@@ -202,3 +202,48 @@ def test_a_report_format_is_one_registry_line(tmp_path, monkeypatch):
 def verdict_lines(a: dict, flavor: str = "markdown"):
     """The renderer of the format the test above adds: the analysis's verdicts, one a line."""
     return (f"{v}\n" for v in a.get("verdicts") or [])
+
+
+def required_literals(*patterns):
+    """For each alternative of each pattern, its longest run of literal characters (read with CPython's own
+    regex parser, ``re._parser``: only this test uses that private module), the texts deduplicated as
+    ``collectors.journal.selection.covering`` does; None when an alternative has no run of 3 or more."""
+    from re import _parser as sre
+
+    def need(items):
+        items = list(items)
+        if len(items) == 1 and items[0][0] is sre.BRANCH:
+            out = []
+            for branch in items[0][1][1]:
+                got = need(branch)
+                if got is None:
+                    return None
+                out += got
+            return out
+        if len(items) == 1 and items[0][0] is sre.SUBPATTERN:
+            return need(items[0][1][-1])
+        best, run = "", ""
+        for op, arg in items:
+            run = run + chr(arg) if op is sre.LITERAL else ""
+            best = max(best, run, key=len)
+        return [best] if len(best) >= 3 else None
+    out = []
+    for p in patterns:
+        got = need(sre.parse(p.pattern, p.flags))
+        assert got is not None and not p.flags & __import__("re").IGNORECASE, p.pattern
+        out += got
+    return tuple(dict.fromkeys(out))
+
+
+def test_the_wordings_texts_are_declared_beside_their_patterns_and_agree_with_them():
+    """The texts a reader tests before a wording's regex are declared with the regexes (no product module
+    reads the private regex parser); derived from the patterns again here, they are the same."""
+    from collectors.journal import selection
+    from forensics import kmsg, neighbours
+    assert selection.covering(required_literals(neighbours.ANY)) == neighbours.TEXTS
+    derived = selection.covering(required_literals(selection._NVML_PASS, neighbours.ANY))
+    assert selection._NVML_TEXTS == derived + tuple(k for k in kmsg.TEXTS if k not in derived)
+    for pkg in ("forensics", "collectors", "reports"):
+        for p in sorted((PROJECT / pkg).rglob("*.py")):
+            text = p.read_text()
+            assert "re._parser" not in text and "import _parser" not in text and "sre_parse" not in text, p

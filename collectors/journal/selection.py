@@ -144,55 +144,23 @@ class Spool:
 
 #: one search for what the NVML pass looks for in the units' lines, so that most lines are passed over
 #: with one test
-_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + ('"SyncLoop (probe)"', UPDATE_TEXT))))
+_UNIT_TEXTS = ('"SyncLoop (probe)"', UPDATE_TEXT)  #: kubelet's probe lines, the runtime's UpdateContainerResources
+_NVML_PASS = re.compile("|".join(map(re.escape, NVML_MARKERS + _UNIT_TEXTS)))
 
 
-def required_literals(*patterns: re.Pattern) -> tuple[str, ...] | None:
-    """Texts of which every string that one of ``patterns`` finds contains at least one: for each
-    alternative of each pattern, its longest run of literal characters (found with the parser of
-    :mod:`re`, through ``(?:...)`` groups and ``|`` branches), or ``None`` when an alternative has no
-    such run or the parser cannot be used (then only the regexes can tell)."""
-    try:
-        from re import _parser as sre  # CPython's own parser (sre_parse before 3.11)
-    except ImportError:
-        return None
-
-    def need(items) -> list[str] | None:
-        items = list(items)
-        if len(items) == 1 and items[0][0] is sre.BRANCH:
-            out = []
-            for branch in items[0][1][1]:
-                got = need(branch)
-                if got is None:
-                    return None
-                out += got
-            return out
-        if len(items) == 1 and items[0][0] is sre.SUBPATTERN:
-            return need(items[0][1][-1])
-        best, run = "", ""
-        for op, arg in items:
-            run = run + chr(arg) if op is sre.LITERAL else ""
-            best = max(best, run, key=len)
-        return [best] if len(best) >= 3 else None
-
-    out: list[str] = []
-    for p in patterns:
-        try:
-            got = need(sre.parse(p.pattern, p.flags))
-        except Exception:  # an internal API: any change of it falls back on the regexes alone
-            return None
-        if got is None or p.flags & re.IGNORECASE:
-            return None
-        out += got
-    return tuple(t for t in dict.fromkeys(out) if not any(o != t and o in t for o in out))  # "cuInit failed" holds for "cuInit failed:"
+def covering(texts) -> tuple[str, ...]:
+    """``texts`` without repeats and without those that hold another of them (a line that holds
+    ``"cuInit failed:"`` holds ``"cuInit failed"``: one ``in`` test is enough)."""
+    texts = tuple(dict.fromkeys(texts))
+    return tuple(t for t in texts if not any(o != t and o in t for o in texts))
 
 
 #: texts one of which every line the NVML pass keeps contains (``in`` tests are ~20x faster than the
 #: searches over most kubelet lines, measured on bench S), the kernel's (:data:`forensics.kmsg.TEXTS`)
 #: included: the kernel lines are read in the same pass, so that each file's MESSAGE values are
-#: enumerated once (:mod:`collectors.journal.unique`); ``None``: the searches alone
-_NVML_TEXTS = (lambda t: t + tuple(k for k in kmsg.TEXTS if k not in t) if t is not None else None)(
-    required_literals(_NVML_PASS, neighbours.ANY))
+#: enumerated once (:mod:`collectors.journal.unique`); each source's texts are declared beside its patterns
+_NVML_TEXTS = (lambda t: t + tuple(k for k in kmsg.TEXTS if k not in t))(
+    covering(NVML_MARKERS + _UNIT_TEXTS + neighbours.TEXTS))
 
 
 def anchors_for(texts: tuple[str, ...] | None, short: tuple[str, ...]) -> tuple[str, ...] | None:
