@@ -1,7 +1,9 @@
-"""The same evidence gives the same analysis: the sample node's analysis.json, collected and analysed afresh, equals
-the copy kept in tests/golden/ once what must differ between two runs is taken out (the collection's clock, the
-output paths, the hashes of the files that record them). A refactoring that moves code (issue 29) must leave
-this test green; a change that means to alter the analysis renews the copy, and its diff is read in review:
+"""The same evidence gives the same analysis: the sample node's analysis.json, and bench S's (bench/gen.py: 100k
+journal entries, 5k dpkg.log lines, 50 containers; a digest of it, its timeline and artifact list hashed and
+counted), collected and analysed afresh, equal the copies kept in tests/golden/ once what must differ between two
+runs is taken out (the collection's clock, the output paths, the hashes of the files that record them). A
+refactoring that moves code (issue 29) must leave this test green; a change that means to alter the analysis
+renews the copies, and their diff is read in review:
 
     .venv/bin/python tests/test_same_output.py update
 """
@@ -9,21 +11,27 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 GOLDEN = PROJECT / "tests" / "golden" / "node3-gpu.analysis.json"
+GOLDEN_S = PROJECT / "tests" / "golden" / "bench-S.analysis-digest.json"
 #: what two runs of the same demo differ in: when it ran and where it wrote
 VOLATILE = ("collected_at",)
 VOLATILE_BUNDLE = ("command_line", "collection", "path", "manifest_sha256", "tool_version")
+_ELAPSED = re.compile(r"^\d+(?:\.\d+)? s$")
+_SEQNUM_ID = re.compile(r"\bs=[0-9a-f]{32}\b")
 
 
 def normalised(a: dict) -> dict:
     """``a`` without its run's clock and paths: the collection times (also as the end of the gaps that run to
     the collection), the bundle's path and command line, the manifest's hash and the artifacts' hashes and
-    sizes (files that record the collection's times or durations differ in both), and the checkout's place
-    (``<project>``)."""
+    sizes (files that record the collection's times or durations differ in both), how long each stored
+    Prometheus answer took to read, the checkout's place (``<project>``) and the journal files' sequence
+    number ids (drawn anew each time systemd-journal-remote writes a file: the sample's journal is built at
+    set-up, bench S's here)."""
     a = copy.deepcopy(a)
     now = a.get("collected_at")
     for k in VOLATILE:
@@ -37,8 +45,42 @@ def normalised(a: dict) -> dict:
     for g in a.get("gaps") or []:
         if (g.get("covers") or {}).get("end") == now:
             g["covers"]["end"] = "<collection>"
-    # where the checkout is (the sample root and its recorded answers are read in place)
-    return json.loads(json.dumps(a).replace(str(PROJECT), "<project>"))
+    for art in a["bundle"].get("artifacts") or []:   # how long a stored answer took to read
+        art["notes"] = [_ELAPSED.sub("<elapsed>", n) if isinstance(n, str) else n for n in art.get("notes") or []]
+    # where the checkout is (the sample root and its recorded answers are read in place), and the sequence
+    # number id journal-remote draws for each journal file it writes (a cursor's "s=")
+    text = json.dumps(a).replace(str(PROJECT), "<project>")
+    return json.loads(_SEQNUM_ID.sub("s=<seqnum-id>", text))
+
+
+def digest(a: dict) -> dict:
+    """:func:`normalised` ``a`` with its two long lists made short: the timeline as its count per kind and the
+    SHA-256 of its JSON, the manifest's artifacts as their count per status and the SHA-256 of their
+    (path, status, source) list. Everything else whole."""
+    import hashlib
+    from collections import Counter
+    a = normalised(a)
+
+    def sha(x) -> str:
+        return hashlib.sha256(json.dumps(x, sort_keys=True).encode()).hexdigest()
+    tl = a.get("timeline") or []
+    a["timeline"] = {"events": len(tl), "by_kind": dict(sorted(Counter(e.get("kind") for e in tl).items())),
+                     "sha256": sha(tl)}
+    arts = a["bundle"].get("artifacts") or []
+    a["bundle"]["artifacts"] = {"count": len(arts), "by_status": dict(sorted(Counter(x.get("status") for x in arts).items())),
+                                "sha256": sha([[x.get("path"), x.get("status"), x.get("source")] for x in arts])}
+    return a
+
+
+def _bench_s(tmp: Path) -> dict:
+    """Build bench S's root (bench/gen.py, seeded) and ``run`` the tool on it with the bench's incident."""
+    sys.path[:0] = [str(PROJECT / "bench"), str(PROJECT)]
+    import gen
+    from forensics.ops.cli import main
+    size = gen.SIZES["S"]
+    gen.build_root(size, tmp / "root", log=lambda *a: None)
+    assert main(["-q", "run", "--root", str(tmp / "root"), "--out", str(tmp / "b"), "--incident", gen.incident(size)]) == 0
+    return json.loads((tmp / "b-report" / "analysis.json").read_text())
 
 
 def _demo(out: Path) -> dict:
@@ -53,6 +95,12 @@ def test_the_sample_gives_the_analysis_kept_in_tests_golden(tmp_path):
     want = json.loads(GOLDEN.read_text())
     diffs = list(_differences(want, got))   # the differing places named, not a whole-file diff
     assert not diffs, f"analysis.json differs from {GOLDEN.name} in {len(diffs)} places, first: " + "; ".join(diffs[:5])
+
+
+def test_bench_s_gives_the_analysis_kept_in_tests_golden(tmp_path):
+    got = digest(_bench_s(tmp_path))
+    diffs = list(_differences(json.loads(GOLDEN_S.read_text()), got))
+    assert not diffs, f"bench S's analysis differs from {GOLDEN_S.name} in {len(diffs)} places, first: " + "; ".join(diffs[:5])
 
 
 def _differences(want, got, path: str = ""):
@@ -71,4 +119,5 @@ if __name__ == "__main__" and sys.argv[1:] == ["update"]:
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         GOLDEN.write_text(json.dumps(normalised(_demo(Path(d) / "demo")), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {GOLDEN}")
+        GOLDEN_S.write_text(json.dumps(digest(_bench_s(Path(d))), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN} and {GOLDEN_S}")
