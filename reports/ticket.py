@@ -183,9 +183,12 @@ def _alerts(out: list, a: dict, f) -> None:
 
 
 def broke_sentence(b: dict | None) -> str:
-    """"What broke: pods ns/a, ns/b; GPUs GPU-..." from the headline's ``broke``, or ``""``."""
+    """"What broke: pods ns/a, ns/b; containers 1a2b... (no pod); GPUs GPU-..." from the headline's ``broke``,
+    or ``""``."""
     b = b or {}
     parts = [f"pod{'s' if len(b.get('pods') or []) != 1 else ''} {', '.join(b['pods'])}" if b.get("pods") else "",
+             f"container{'s' if len(b.get('containers') or []) != 1 else ''} {', '.join(b['containers'])} (no pod)"
+             if b.get("containers") else "",
              f"GPU{'s' if len(b.get('gpus') or []) != 1 else ''} {', '.join(b['gpus'])}" if b.get("gpus") else ""]
     parts = [p for p in parts if p]
     return f"What broke: {'; '.join(parts)}." if parts else ""
@@ -193,15 +196,16 @@ def broke_sentence(b: dict | None) -> str:
 
 def first_commands(a: dict) -> tuple[dict | None, list[str]]:
     """``(the change that fits this node, the commands to run first)``: when the headline's cause is the one the
-    exposure assesses (a reload), the plan's fix (:mod:`forensics.findings.remedy_plan`) comes before the
-    cause's own commands (recreate the pods, the drill); else the cause's commands alone."""
+    exposure assesses (a reload), the plan's fix (:mod:`forensics.findings.remedy_plan`) and its next steps
+    come before the cause's own commands (recreate the pods, the drill); else the cause's commands alone."""
     h = a.get("headline") or {}
     r, x = h.get("remedy") or {}, a.get("exposure") or {}
     fix = ((x.get("remedy_plan") or {}).get("fix") if x.get("assessed") and h.get("cause")
            and h.get("cause") == x.get("assesses") else None)
     cmds = list(r.get("commands") or [])
     if fix:
-        cmds = [c for c in str(fix.get("change") or "").splitlines() if c.strip()] + cmds
+        steps = [fix] + [t for t in (x.get("remedy_plan") or {}).get("then") or [] if t.get("follows")]
+        cmds = [c for s in steps for c in str(s.get("change") or "").splitlines() if c.strip()] + cmds
     return fix, cmds
 
 

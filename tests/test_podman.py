@@ -231,3 +231,13 @@ def test_a_podman_container_loses_its_hook_gpu_on_the_real_reload_and_the_report
     assert "Start GPU containers with CDI devices instead of the OCI hook" in whats
     text = json.dumps(a["exposure"]["remedies"])
     assert "podman run --rm --device nvidia.com/gpu=all" in text and "containerd" not in text
+    # the spec alone changes nothing until the containers ask for CDI devices: one plan, two steps, in order
+    plan = a["exposure"]["remedy_plan"]
+    assert plan["fix"]["what"] == "Generate a CDI spec for the GPUs"
+    assert plan["then"][0]["what"] == "Start GPU containers with CDI devices instead of the OCI hook"
+    assert not [o for o in plan["others"] if "CDI devices" in o["what"]]
+    # a container with no pod is said as one, by its short id
+    assert a["headline"]["broke"] == {"pods": [], "containers": [cid[:12]], "gpus": []}
+    md = (reloaded["lab"].folder / "out-podman-report" / "report.md").read_text()
+    assert f"What broke: container {cid[:12]} (no pod)." in md and f"pods /{cid[:12]}" not in md
+    assert f"GPU no longer usable in container {cid[:12]} (no pod):" in md

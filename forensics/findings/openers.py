@@ -18,7 +18,7 @@ from ..events import Coverage, Event
 from ..excerpt import excerpt
 from ..timeutil import local_iso, parse_iso
 from .. import neighbours
-from .scope import pod_key
+from .scope import key_words, pod_key
 from .verdicts import Cause, Scope, cite
 
 
@@ -313,7 +313,7 @@ def from_containers(out: list[Incident], signs: Signs) -> None:
         good = [h for h in healthy if _pod_key(h.attrs) == key and h.at <= err.at]
         start_ev = good[-1] if good else by_pod.get(key)
         candidates.append((start_ev.at if start_ev else None, err.at,
-                           f"{_said(err)} (pod {key}, container log)",
+                           f"{_said(err)} ({key_words(key)}, container log)",
                            [_cite(err)] + ([cite(start_ev)] if start_ev else []), cls, key))
     for row in signs.broken:
         key = _pod_key(row)
@@ -324,7 +324,7 @@ def from_containers(out: list[Incident], signs: Signs) -> None:
         good = [h for h in healthy if _pod_key(h.attrs) == key]
         start = good[-1].at if good else (c.at if c else None)
         candidates.append((start, signs.collected_at,
-                           f"GPU no longer usable in pod {key}: {row.get('reason') or 'broken'}",
+                           f"GPU no longer usable in {key_words(key)}: {row.get('reason') or 'broken'}",
                            [{"artifact": f"containers/{row.get('id')}", "summary": row.get("reason") or "broken"}],
                            "nvml-unknown", key))
     for start, end, symptom, ev, cls, key in candidates:
@@ -382,7 +382,7 @@ def from_oom(out: list[Incident], signs: Signs) -> None:
             cont = set()
         else:
             continue
-        what = f"OOM kill in pod {key}: {_said(e)}"
+        what = f"OOM kill in {key_words(key)}: {_said(e)}"
         if host := _host_of(out, e.at, "oom"):
             host.join([_cite(e)], f"also: {what}", "oom", {key}, cont)
             continue

@@ -23,20 +23,37 @@ _GPU_UUID = re.compile(r"\bGPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{
 
 
 def broke(incidents, exposed: dict) -> dict:
-    """What broke, for the top of the report: ``{"pods": ["ns/name"], "gpus": ["GPU-<uuid>"]}``, the pods of
-    the incidents and the containers the exposure shows broken, and the GPUs the incidents' symptoms and
-    opening evidence name (by UUID), each sorted."""
-    pods = {p for inc in incidents for p in inc.pods}
-    pods |= {f"{r.get('namespace') or ''}/{r.get('pod') or str(r.get('id') or '?')[:12]}"
-             for r in exposed.get("containers") or [] if r.get("broken")}
+    """What broke, for the top of the report: ``{"pods": ["ns/name"], "containers": ["<12-hex id>"], "gpus":
+    ["GPU-<uuid>"]}``, the pods of the incidents and the containers the exposure shows broken (a container
+    with no pod, Podman's or plain runc's, by its short id), and the GPUs the incidents' symptoms and opening
+    evidence name (by UUID), each sorted."""
+    keys = {p for inc in incidents for p in inc.pods}
+    keys |= {pod_key(r.get("namespace"), r.get("pod") or r.get("id")) for r in exposed.get("containers") or []
+             if r.get("broken")}
     texts = [str(inc.symptom or "") for inc in incidents]
     texts += [str(e.get("summary") or "") for inc in incidents for e in (inc.evidence or [])[:50] if isinstance(e, dict)]
-    return {"pods": sorted(pods), "gpus": sorted({m for t in texts for m in _GPU_UUID.findall(t)})}
+    return {"pods": sorted(k for k in keys if not podless(k)), "containers": sorted({podless(k) for k in keys} - {None}),
+            "gpus": sorted({m for t in texts for m in _GPU_UUID.findall(t)})}
 
 
 def pod_key(namespace, pod) -> str:
-    """``namespace/name`` as the scope holds it."""
+    """``namespace/name`` as the scope holds it; a container with no pod is ``/<its id>``."""
     return f"{namespace or ''}/{pod or '?'}"
+
+
+def podless(key: str) -> str | None:
+    """The short id (12 hex digits) of a :func:`pod_key` that names a container with no pod (``/<id>``), else None."""
+    m = _PODLESS.fullmatch(str(key))
+    return m.group(1)[:12] if m else None
+
+
+def key_words(key: str) -> str:
+    """A :func:`pod_key` as a sentence says it: ``pod ml/trainer-0``, or ``container 100885f10df5 (no pod)``."""
+    short = podless(key)
+    return f"container {short} (no pod)" if short else f"pod {key}"
+
+
+_PODLESS = re.compile(r"/([0-9a-f]{12,64})")
 
 
 def _gpu_row(r: dict) -> bool:
@@ -53,9 +70,11 @@ def rows(ev: Evidence) -> tuple[list[dict], str, bool]:
     picked, later = select((ev.exposure or {}).get("containers") or [], sc.pods, sc.containers,
                            ev.window.end if ev.window is not None else None)
     if sc.pods or sc.containers:
-        names = sorted(sc.pods) or sorted(str(i)[:12] for i in sc.containers)
+        pods = sorted(p for p in sc.pods if not podless(p))
+        names = pods or sorted({podless(p) for p in sc.pods} - {None} | {str(i)[:12] for i in sc.containers})
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        return picked, f"the incident's pod{'s' if len(names) != 1 else ''} {shown}", True
+        what = "pod" if pods else "container"
+        return picked, f"the incident's {what}{'s' if len(names) != 1 else ''} {shown}", True
     if later:
         return picked, (f"the node's GPU containers that existed in the window (the incident names no pod; "
                         f"{later} created after it left out)"), False

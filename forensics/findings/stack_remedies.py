@@ -28,16 +28,20 @@ NEED_ROOT = ("Generate a CDI spec for the GPUs", "Or: have the device plugin req
              "Start GPU containers with CDI devices instead of the OCI hook")
 
 
-def remedy(what, stack, change, needs, breaks, why) -> dict:
+def remedy(what, stack, change, needs, breaks, why, follows: bool = False) -> dict:
     """One remedy; ``change`` a list of command lines (``# ...`` lines are comments), each an authored
     ``str``, a ``tuple`` of words holding values from the node (:class:`forensics.findings.commands.Ev`,
     checked and quoted) or a lone ``Ev`` (checked only). A value that fails its grammar gives no line;
-    it is named as data in ``held_back`` (a list of sentences, only when there is one)."""
+    it is named as data in ``held_back`` (a list of sentences, only when there is one). ``follows``: the
+    remedy is the next step of the one before it, not an alternative to it (``"follows": true``, only when
+    set: the plan runs it after that one, :mod:`forensics.findings.remedy_plan`)."""
     cmds, bad = lines(change)
     out = {"what": what, "stack": stack, "change": "\n".join(cmds), "needs": needs or None,
            "breaks": breaks or None, "why": why}
     if bad:
         out["held_back"] = bad
+    if follows:
+        out["follows"] = True
     return out
 
 
@@ -263,14 +267,15 @@ def docker(st, runtime, specs_ok: bool, root) -> list[dict]:
                           None if d.get("live_restore") else "restarting dockerd stops every running container: "
                           "daemon.json does not set live-restore",
                           "daemon.json features.cdi is " + ({True: "true", False: "false"}.get(d.get("cdi"))
-                                                            or "not set (off before Docker 28.2, on from 28.2)")))
+                                                            or "not set (off before Docker 28.2, on from 28.2)"),
+                          follows=True))
     out.append(remedy("Start GPU containers with CDI devices instead of --gpus", label(st),
                       [DOCKER.cdi_run,
                        "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> in place of --gpus"],
                       "the CDI spec and dockerd's CDI support above",
                       "the containers are recreated (stopped and started again)",
                       "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
-                      "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"))
+                      "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices", follows=True))
     return out
 
 
@@ -293,7 +298,7 @@ def podman(st, runtime, specs_ok: bool, root) -> list[dict]:
                       + (f"; the hook file stays for the containers not yet moved ({'; '.join(hooks)})" if hooks else ""),
                       "the toolkit's OCI hook (hooks.d) makes the GPU nodes inside the container after runc set "
                       "its device rules, outside the spec, so a rebuild of the rules from the spec drops them; a "
-                      "CDI device enters linux.devices"))
+                      "CDI device enters linux.devices", follows=True))
     return out
 
 
