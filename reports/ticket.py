@@ -183,11 +183,11 @@ def _alerts(out: list, a: dict, f) -> None:
 
 
 def broke_sentence(b: dict | None) -> str:
-    """"What broke: pods ns/a, ns/b; containers 1a2b... (no pod); GPUs GPU-..." from the headline's ``broke``,
-    or ``""``."""
+    """"What broke: pods ns/a, ns/b; container web (1a2b3c4d5e6f), with no pod; GPUs GPU-..." from the headline's
+    ``broke``, or ``""``."""
     b = b or {}
     parts = [f"pod{'s' if len(b.get('pods') or []) != 1 else ''} {', '.join(b['pods'])}" if b.get("pods") else "",
-             f"container{'s' if len(b.get('containers') or []) != 1 else ''} {', '.join(b['containers'])} (no pod)"
+             f"container{'s' if len(b.get('containers') or []) != 1 else ''} {', '.join(b['containers'])}, with no pod"
              if b.get("containers") else "",
              f"GPU{'s' if len(b.get('gpus') or []) != 1 else ''} {', '.join(b['gpus'])}" if b.get("gpus") else ""]
     parts = [p for p in parts if p]

@@ -135,6 +135,7 @@ def test_podman_containers_are_found_as_podmans_with_the_bundle_runc_ran(pm, col
         assert rec["config"]["status"] == "collected" and rec["annotations"]["io.container.manager"] == "libpod"
         assert rec["cgroup"]["driver"] == "cgroupfs" and rec["cgroup"]["path"].endswith(f"/libpod-{cid}")
         assert rec["pid"] > 1 and rec["pod"] is None
+        assert rec["container_name"] == f"gfpm-{kind}" and "conmon -n" in rec["container_name_source"]
         assert any(v.startswith(f"Podman bundle {rec['bundle']}") for v in rec["found_via"])
         assert b.path(f"containers/podman/{cid}/config.json").is_file()
     roots = json.loads(b.path("containers/roots.json").read_text())
@@ -237,7 +238,8 @@ def test_a_podman_container_loses_its_hook_gpu_on_the_real_reload_and_the_report
     assert plan["then"][0]["what"] == "Start GPU containers with CDI devices instead of the OCI hook"
     assert not [o for o in plan["others"] if "CDI devices" in o["what"]]
     # a container with no pod is said as one, by its short id
-    assert a["headline"]["broke"] == {"pods": [], "containers": [cid[:12]], "gpus": []}
+    assert a["headline"]["broke"] == {"pods": [], "containers": [f"podmangpu ({cid[:12]})"], "gpus": []}
+    assert rec["container_name"] == "podmangpu" and rec["container_name_source"].endswith("conmon -n")
     md = (reloaded["lab"].folder / "out-podman-report" / "report.md").read_text()
-    assert f"What broke: container {cid[:12]} (no pod)." in md and f"pods /{cid[:12]}" not in md
+    assert f"What broke: container podmangpu ({cid[:12]}), with no pod." in md and f"pods /{cid[:12]}" not in md
     assert f"GPU no longer usable in container {cid[:12]} (no pod):" in md

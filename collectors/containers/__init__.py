@@ -175,7 +175,7 @@ def acquire(ctx: CollectContext) -> None:
         if ctx.expired():  # the rest are listed as not read, never dropped
             _not_read(ctx, inv.found[i:], len(inv.found))
             break
-        _safe(ctx, f.namespace, f.id, lambda: _found_one(ctx, env, f, docker_roots))
+        _safe(ctx, f.namespace, f.id, lambda: _found_one(ctx, env, f, docker_roots, roots.names))
 
 
 def _not_read(ctx, left: list, total: int) -> None:

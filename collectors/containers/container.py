@@ -37,11 +37,12 @@ PROBE_BUDGET_S = 120.0                #: all probes of one collection together; 
 RECORD = "record.json"
 
 
-def _found_one(ctx, env, f, docker_roots=()):
+def _found_one(ctx, env, f, docker_roots=(), names=None):
     """Acquire one container met by :func:`collectors.containers.engines.discover` (``f``, a ``Found``):
     its runc state (the first of ``f.states`` that exists), its spec (``config.json`` of ``f.bundle`` or of
     the bundle its state names), its pid, cgroup, /dev and probe, and write its record.
-    ``docker_roots``: Docker data roots to read ``config.v2.json`` from for a ``moby`` container."""
+    ``docker_roots``: Docker data roots to read ``config.v2.json`` from for a ``moby`` container; ``names``:
+    ``{id: (name, source)}`` learnt from the node's conmon processes (a Podman container's name)."""
     rel = f"containers/{f.namespace}/{f.id}"
     state = None
     for path in dict.fromkeys(f.states):
@@ -74,6 +75,8 @@ def _found_one(ctx, env, f, docker_roots=()):
     if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
         pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
     ident = dk.docker_identity(ctx, docker_roots, f.id, rel) if engine == "docker" and not ctx.expired() else None
+    if ident is None and (names or {}).get(f.id):
+        ident = {"container_name": names[f.id][0], "container_name_source": names[f.id][1]}
     _finish(ctx, env, rel, f.namespace, f.id, bundle, spec, state, pid if isinstance(pid, int) else None, f.options,
             _runc_log(ctx, bundle, rel) if f.kind == "containerd" and not ctx.expired() else None,
             extra={"engine": engine, "config": outcome, "found_via": f.via}, ident=ident)
@@ -150,7 +153,7 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, options, runc_log=
     state = state if isinstance(state, dict) else {}
     ann = cp.annotations(spec)
     pod, pod_ns, cname, image = cp.pod_identity(ann)
-    if ident:  # Docker's own config.v2.json: its name, image, and cri-dockerd's pod labels
+    if ident:  # Docker's own config.v2.json (its name, image, cri-dockerd's pod labels), or conmon's -n
         pod, pod_ns = pod or ident.get("pod"), pod_ns or ident.get("pod_namespace")
         cname, image = cname or ident.get("container_name"), image or ident.get("image")
     created = cp.state_created(state)
@@ -167,6 +170,9 @@ def _finish(ctx, env, rel, ns, cid, bundle, spec, state, pid, options, runc_log=
         "annotations": ann if known else None, "device_plugin_socket_mount": socket_mount, **live,
         "runc_log": runc_log, "skipped_devices": list(dict.fromkeys(e["device"] for e in runc_log or [] if e["device"])),
         "systemd_unit": None, **({"budget_cut": LATE} if late else {}), **(extra or {}),
+        # where a name the spec does not carry was read (conmon's -n); absent when the spec or Docker named it
+        **({"container_name_source": ident["container_name_source"]}
+           if ident and ident.get("container_name_source") and cname == ident.get("container_name") else {}),
     }
     cgroup = live["cgroup"]
     if not late and cgroup["driver"] == "systemd" and cp.is_gpu(record):  # systemd's own view of the scope

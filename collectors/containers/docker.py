@@ -13,8 +13,11 @@ import json
 
 from forensics import hostfs
 from forensics.artifact import Artifact, Status, from_oserror
-from forensics.engines.docker import DAEMON_JSON, DATA_ROOT, NAMESPACE  # noqa: F401  (this module's API too)
+from forensics.engines.docker import DAEMON_JSON, DATA_ROOT, NAMESPACE
 from forensics.redact import kept_annotation
+
+#: Docker's layout facts are forensics/engines/docker.py's, named here too for the collector's modules
+__all__ = ["CONFIG_LIMIT", "DAEMON_JSON", "DATA_ROOT", "NAMESPACE", "docker_identity", "read_json"]
 
 CONFIG_LIMIT = 8 << 20
 

@@ -101,6 +101,9 @@ class Roots:
     docker: dict[str, list[str]] = field(default_factory=dict)  #: Docker data roots (config.v2.json)
     graph: dict[str, list[str]] = field(default_factory=dict)  #: containers/storage graph roots (Podman's bundles)
     ignored: list[str] = field(default_factory=list)  #: processes not learnt from, each with why
+    #: container id -> (its name, where it was read): conmon's ``-n`` (Podman and CRI-O name no container in
+    #: the spec; the engine's database is not read)
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def canon(self, path: str) -> str:
         """``path`` (absolute) as the host path it resolves to under ``root`` (:func:`forensics.hostfs.resolve`),
@@ -172,6 +175,9 @@ def roots_from_cmdline(argv: list[str], cwd: str | None, where: str, roots: Root
         if root:
             roots.add("runc", root, f"{where} {name} --root")
     elif name == "conmon":
+        cid, cname = _flag(argv, "c", "cid"), _flag(argv, "n", "name")  # conmon -c <id> -n <name>
+        if cid and cname:
+            roots.names.setdefault(cid, (cname, f"{where} conmon -n"))
         args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--runtime-arg"]
         args += [a.split("=", 1)[1] for a in argv if a.startswith("--runtime-arg=")]
         root = _flag(args, "root")

@@ -23,16 +23,19 @@ _GPU_UUID = re.compile(r"\bGPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{
 
 
 def broke(incidents, exposed: dict) -> dict:
-    """What broke, for the top of the report: ``{"pods": ["ns/name"], "containers": ["<12-hex id>"], "gpus":
-    ["GPU-<uuid>"]}``, the pods of the incidents and the containers the exposure shows broken (a container
-    with no pod, Podman's or plain runc's, by its short id), and the GPUs the incidents' symptoms and opening
-    evidence name (by UUID), each sorted."""
+    """What broke, for the top of the report: ``{"pods": ["ns/name"], "containers": ["name (<12-hex id>)" or
+    "<12-hex id>"], "gpus": ["GPU-<uuid>"]}``, the pods of the incidents and the containers the exposure shows
+    broken (a container with no pod, Podman's or plain runc's, by its name where the evidence gave one and
+    its short id), and the GPUs the incidents' symptoms and opening evidence name (by UUID), each sorted."""
+    rows = exposed.get("containers") or []
     keys = {p for inc in incidents for p in inc.pods}
-    keys |= {pod_key(r.get("namespace"), r.get("pod") or r.get("id")) for r in exposed.get("containers") or []
-             if r.get("broken")}
+    keys |= {pod_key(r.get("namespace"), r.get("pod") or r.get("id")) for r in rows if r.get("broken")}
     texts = [str(inc.symptom or "") for inc in incidents]
     texts += [str(e.get("summary") or "") for inc in incidents for e in (inc.evidence or [])[:50] if isinstance(e, dict)]
-    return {"pods": sorted(k for k in keys if not podless(k)), "containers": sorted({podless(k) for k in keys} - {None}),
+    named = {str(r.get("id"))[:12]: r.get("container_name") for r in rows if r.get("container_name")}
+    shorts = sorted({podless(k) for k in keys} - {None})
+    return {"pods": sorted(k for k in keys if not podless(k)),
+            "containers": [f"{named[s]} ({s})" if named.get(s) else s for s in shorts],
             "gpus": sorted({m for t in texts for m in _GPU_UUID.findall(t)})}
 
 
