@@ -145,3 +145,42 @@ def test_a_server_that_recorded_no_alert_says_so(tmp_path):
     assert m["alerts_recorded"]["names_answered"] and m["alerts_recorded"]["alerts"] == []
     shown = alerts.recorded_of(m, alerts.audit_of(m))
     assert shown["summary"].startswith("Prometheus recorded no alert at all in its window (no ALERTS series)")
+
+
+def test_a_tampered_record_of_alerts_reads_what_holds_and_raises_nothing(tmp_path):
+    """Stored answers of every wrong shape (a bundle opened on a laptop trusts nothing): samples that are not
+    pairs or not numbers, a metric that is not an object, args that are not an object, a raw answer whose
+    series is not a label list. What is well formed is read; the rest is passed over."""
+    from forensics.bundle import Bundle, BundleWriter
+    w = BundleWriter(tmp_path / "b")
+
+    def answer(n, result, data=None):
+        w.write_json(f"metrics/{n:03d}.json", {"status": "success", "data": data if data is not None else
+                                               {"resultType": "matrix", "result": result}},
+                     source="test", method="prometheus-api")
+        return f"metrics/{n:03d}.json"
+    good = {"alertname": "GPUDown", "alertstate": "firing", "node": NODE}
+    calls = [
+        {"role": "alerts-names", "request": "/api/v1/label/alertname/values", "file": answer(1, None, ["GPUDown", 7]),
+         "args": {}},
+        {"role": "alerts-coarse", "request": "/api/v1/query_range?query=x", "args": {"metric": "ALERTS"},
+         "file": answer(2, [{"metric": good, "values": [[600, "1"], [660, "1"], [7, "x"], [8], "9", None,
+                                                       ["inf", "1"], [1e12, "1"]]},
+                            {"metric": "not an object", "values": [[600, "1"]]}, 5, None])},
+        {"role": "alerts-coarse", "request": "/api/v1/query_range?query=y", "args": "not an object", "file": answer(3, [])},
+        {"role": "alerts-refine", "request": "/api/v1/query?query=z", "args": {"series": [[1, 2], "x"], "t": 600},
+         "file": answer(4, [{"values": [[590, "1"]]}])},
+    ]
+    w.write_json("metrics/index.json", {"now": 10_000, "coarse_step": 60, "alerts": {"selectors": [f'node="{NODE}"']},
+                                        "calls": calls}, source="test", method="prometheus-api")
+    w.finish()
+    b = Bundle.open(tmp_path / "b")
+    idx = json.loads(b.path("metrics/index.json").read_text())
+    rec, events = alert_series.read(b.root, idx["calls"], idx)
+    assert rec["names_anywhere"] == ["7", "GPUDown"]
+    (a,) = rec["alerts"]
+    assert (a["alertname"], a["alertstate"], a["node_bound"]) == ("GPUDown", "firing", True)
+    assert [(e["start"], e["end"], e["resolution"]) for e in a["episodes"]] == [(iso(540), iso(660), "coarse")]
+    assert [e.attrs["alertname"] for e in events] == ["GPUDown"]
+    broken = dict(idx, coarse_step="sixty")
+    assert alert_series.read(b.root, idx["calls"], broken) == (None, [])

@@ -22,6 +22,7 @@ episode's start and end are real evaluation times. Times are unix seconds (UTC).
 """
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 from forensics.events import Event
@@ -78,27 +79,38 @@ def _exact(key: tuple) -> str:
 
 
 def _key(metric: dict) -> tuple:
-    return tuple(sorted((a, b) for a, b in metric.items() if a != "__name__"))
+    return tuple(sorted((str(a), str(b)) for a, b in metric.items() if a != "__name__"))
 
 
 def _coarse(root, entries, metric: str = ALERTS) -> dict[tuple, list]:
-    """``{series key: [(t, value)]}`` from the stored coarse answers of ``metric``, in time order."""
+    """``{series key: [(t, value)]}`` from the stored coarse answers of ``metric``, in time order (a result or
+    a sample of another shape, in a bundle that was tampered with, is passed over)."""
     out: dict[tuple, set] = {}
     for e in entries:
-        if e.get("role") == "alerts-coarse" and e["args"].get("metric") == metric and answered(e):
+        if e.get("role") == "alerts-coarse" and _args(e).get("metric") == metric and answered(e):
             for res in stored_result(root, e):
-                if isinstance(res, dict) and isinstance(res.get("values"), list):
-                    pts = out.setdefault(_key(res.get("metric") or {}), set())
-                    pts.update((int(t), float(v)) for t, v in res["values"] if _num(t) and _num(v))
-    return {k: sorted(v) for k, v in out.items()}
+                if isinstance(res, dict) and isinstance(res.get("metric") or {}, dict):
+                    out.setdefault(_key(res.get("metric") or {}), set()).update(
+                        (int(t), v) for t, v in _samples(res.get("values")))
+    return {k: sorted(v) for k, v in out.items() if v}
 
 
-def _num(x) -> bool:
-    try:
-        float(x)
-    except (TypeError, ValueError):
-        return False
-    return True
+def _samples(values) -> list[tuple[float, float]]:
+    """The ``[t, "value"]`` pairs of a matrix result that are numbers, as floats; nothing else."""
+    out = []
+    for s in values if isinstance(values, list) else ():
+        if isinstance(s, (list, tuple)) and len(s) == 2:
+            try:
+                t, v = float(s[0]), float(s[1])
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if math.isfinite(t) and 0 <= t < 1e11:
+                out.append((t, v))
+    return out
+
+
+def _args(e: dict) -> dict:
+    return e.get("args") if isinstance(e.get("args"), dict) else {}
 
 
 def _episodes(coarse: dict[tuple, list], step: int) -> dict[tuple, list[tuple[int, int]]]:
@@ -131,6 +143,8 @@ def read(root, entries: list, idx: dict) -> tuple[dict | None, list[Event]]:
     if not isinstance(info, dict):
         return None, []
     step, now = idx.get("coarse_step") or 60, idx["now"]
+    if not isinstance(step, int) or step <= 0 or not isinstance(now, (int, float)):
+        return None, []
     names_e = next((e for e in entries if e.get("role") == "alerts-names" and answered(e)), None)
     names = stored_data(root, names_e) if names_e else None
     rec = {"basis": BASIS, "selectors": info.get("selectors") or [], "names_answered": isinstance(names, list),
@@ -172,10 +186,11 @@ def _raw(root, entries) -> dict[tuple, tuple[list[float], dict]]:
     """``{(series key, t): (sample times, evidence)}`` from the stored raw answers."""
     out = {}
     for e in entries:
-        if e.get("role") == "alerts-refine" and answered(e):
-            key = tuple(tuple(p) for p in e["args"].get("series") or [])
-            times = sorted(float(t) for r in stored_result(root, e) for t, _ in r.get("values") or [] if _num(t))
-            out[(key, e["args"].get("t"))] = (times, evidence(e))
+        series = _args(e).get("series")
+        if e.get("role") == "alerts-refine" and answered(e) and isinstance(series, list) and all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in series):
+            times = sorted(t for r in stored_result(root, e) if isinstance(r, dict) for t, _ in _samples(r.get("values")))
+            out[(tuple(tuple(p) for p in series), _args(e).get("t"))] = (times, evidence(e))
     return out
 
 
