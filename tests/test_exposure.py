@@ -464,3 +464,23 @@ def test_two_broken_containers_of_one_pod_give_one_delete_command(tmp_path):
     assert [f["broken"] for f in exp["containers"]] == [True, True]
     [redo] = [r for r in exp["remedies"] if r["what"].startswith("Recreate the containers")]
     assert redo["change"] == "kubectl delete pod -n ml trainer-4"
+
+
+def test_a_record_of_wrong_types_is_read_field_by_field_never_raises():
+    """forensics.findings.record.Record: each value of another type than its field's is that field's empty
+    default (a tampered record.json), the lists keep their objects, and the row says what could be judged."""
+    from forensics.findings.exposure_row import Context, row
+    from forensics.findings.record import Record
+    bad = {"id": "c1", "config": {"status": "collected"}, "linux_devices": {"path": "/dev/nvidia0"},
+           "hooks": ["prestart"], "resources_devices": "all", "dev_entries": [7, {"path": "/dev/nvidia0", "kind": "c",
+                                                                                   "major": 195, "minor": 0}],
+           "env": "NVIDIA_VISIBLE_DEVICES=all", "annotations": None, "probe": ["EPERM"], "cgroup": "v1",
+           "runc_log": [None, "x", {"device": "/dev/char/195:0"}], "systemd_unit": "loaded"}
+    r = Record.of(bad)
+    assert (r.linux_devices, r.hooks, r.resources_devices, r.env, r.annotations, r.probe, r.cgroup) == \
+        (None, None, [], {}, {}, {}, {})
+    assert r.dev_entries == [bad["dev_entries"][1]] and r.runc_log == [{"device": "/dev/char/195:0"}]
+    assert r.unit is None and r.systemd_unit == "loaded"
+    out = row(bad, Context({}, None, []))
+    assert out["gpu_injection"] == "none" and not out["broken"] and out["probe_detail"] == {}
+    assert out["systemd_unit"] == "loaded" and out["reason"].startswith("no GPU")

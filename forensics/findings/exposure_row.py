@@ -14,6 +14,7 @@ from ..versions import version_tuple
 from .broken import infer
 from .cgroup_driver import decide
 from .device_rules import NVIDIA_MAJOR, dropin_allows, from_env, given, rules_allow
+from .record import Record
 
 CDI_HOOKS = ("nvidia-cdi-hook", "nvidia-ctk")
 LEGACY_HOOK = "nvidia-container-runtime-hook"
@@ -107,21 +108,19 @@ _JSON_ORDER = ("id", "pod", "namespace", "created", "container_name", "engine", 
                "cgroup_driver_source", "cgroup_driver_basis", "cgroup_driver_conflict", "made_inside")
 
 
-def _row(c: dict, inj: str, drv: dict) -> ExposureRow:
+def _row(c: Record, inj: str, drv: dict) -> ExposureRow:
     """An exposure row with what every container has, before its devices are judged."""
-    return ExposureRow(c.get("id"), c.get("pod"), c.get("pod_namespace"), c.get("created"), c.get("container_name"),
-                       drv["engine"], inj,
-                       (c.get("config") or {}).get("status") if isinstance(c.get("config"), dict) else None,
-                       drv["driver"], drv["source"], drv["basis"], drv["conflict"], c.get("systemd_unit"),
-                       c.get("probe") or {})
+    return ExposureRow(c.id, c.pod, c.pod_namespace, c.created, c.container_name, drv["engine"], inj,
+                       c.config.get("status") if c.config is not None else None,
+                       drv["driver"], drv["source"], drv["basis"], drv["conflict"], c.systemd_unit, c.probe)
 
 
-def _spec_unread(c: dict) -> str | None:
+def _spec_unread(c: Record) -> str | None:
     """Why the container's config.json was not read (``config.status`` and its detail), or None when it was
     (or the record predates the ``config`` key and holds the spec's lists)."""
-    cfg = c.get("config") if isinstance(c.get("config"), dict) else None
+    cfg = c.config
     if cfg is None:
-        return None if c.get("linux_devices") is not None or c.get("hooks") is not None else "not recorded"
+        return None if c.linux_devices is not None or c.hooks is not None else "not recorded"
     if cfg.get("status") == "collected":
         return None
     return f"{cfg.get('status') or 'unknown'}" + (f": {cfg['detail']}" if cfg.get("detail") else "")
@@ -135,11 +134,12 @@ def row(c: dict, ctx: Context) -> dict:
     return judged(c, ctx).as_json()
 
 
-def judged(c: dict, ctx: Context) -> ExposureRow:
+def judged(raw: dict, ctx: Context) -> ExposureRow:
     """:func:`row`, typed."""
-    drv = decide(c, ctx.engines, ctx.runtime)
+    c = Record.of(raw)
+    drv = decide(raw, ctx.engines, ctx.runtime)
     if drv["conflict"]:
-        ctx.notes.append(f"{c.get('id')}: the sources disagree on the cgroup driver: {drv['conflict']}")
+        ctx.notes.append(f"{c.id}: the sources disagree on the cgroup driver: {drv['conflict']}")
     unread = _spec_unread(c)
     if unread:
         row = _row(c, "unknown", drv)
@@ -150,7 +150,7 @@ def judged(c: dict, ctx: Context) -> ExposureRow:
     how = _injection(c, ctx)
     nodes = _given_nodes(c, how, ctx)
     row = _row(c, how.inj, drv)
-    row.probe = _probe_summary(c.get("probe") or {}, [u[2] for u in nodes.used])
+    row.probe = _probe_summary(c.probe, [u[2] for u in nodes.used])
     row.devices = [f"{p} ({M}:{m})" for M, m, p in nodes.used]
     reasons = [_how(how.inj, how.legacy, how.requested, how.nvd)]
     if nodes.foreign:
@@ -165,7 +165,7 @@ def judged(c: dict, ctx: Context) -> ExposureRow:
     _judge_risk(row, reasons, c, nodes.used, how.spec, drv, ctx)
     _judge_broken(row, reasons, c, nodes)
     if not row.broken and row.at_risk:
-        infer(row, reasons, c, ctx.reloads)
+        infer(row, reasons, raw, ctx.reloads)
     row.reason = "; ".join(reasons) + "."
     return row
 
@@ -187,18 +187,18 @@ class _Injection:
     legacy: bool
 
 
-def _injection(c: dict, ctx: Context) -> _Injection:
-    spec = [(d.get("major"), d.get("minor"), d.get("path")) for d in c.get("linux_devices") or []
+def _injection(c: Record, ctx: Context) -> _Injection:
+    spec = [(d.get("major"), d.get("minor"), d.get("path")) for d in c.linux_devices or []
             if d.get("type", "c") == "c"
             and (d.get("major") in ctx.majors or str(d.get("path", "")).startswith("/dev/nvidia"))]
-    allowed = [d for d in spec if rules_allow(c.get("resources_devices") or [], d[0], d[1])]
-    inside = [(e.get("major"), e.get("minor"), e.get("path")) for e in c.get("dev_entries") or []
+    allowed = [d for d in spec if rules_allow(c.resources_devices, d[0], d[1])]
+    inside = [(e.get("major"), e.get("minor"), e.get("path")) for e in c.dev_entries or []
               if e.get("kind") == "c" and e.get("major") in ctx.majors]
-    env = c.get("env") or {}
+    env = c.env
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
     requested = (nvd is not None and not is_redacted(nvd)
                  and str(nvd).strip().lower() not in ("", "void", "none"))
-    hooks = c.get("hooks") or {}
+    hooks = c.hooks or {}
     # In legacy mode with nvidia as the default runtime every container gets the prestart hook, pause
     # and CPU-only containers too; the hook injects a GPU only where one was asked for: the variable set,
     # or unset in a legacy CUDA image (CUDA_VERSION set: the hook's default is "all"). With the variable
@@ -210,12 +210,12 @@ def _injection(c: dict, ctx: Context) -> _Injection:
         requested or (bool(inside) and (unknown or legacy_default)))
     cdi_hook = any(n in CDI_HOOKS for k in ("createContainer", "createRuntime") for h in hooks.get(k) or []
                    for n in _hook_names(h))
-    cdi_ann = any(str(k).startswith("cdi.k8s.io/") for k in c.get("annotations") or {})
+    cdi_ann = any(str(k).startswith("cdi.k8s.io/") for k in c.annotations)
     if cdi_hook and (spec or cdi_ann):
         inj = "cdi"
     elif allowed:
         inj = "spec"
-    elif legacy or (requested and not (c.get("pid") and not inside and c.get("dev_entries") is not None)):
+    elif legacy or (requested and not (c.pid and not inside and c.dev_entries is not None)):
         inj = "hook"
     else:
         inj = "spec" if spec else "none"
@@ -233,7 +233,7 @@ class _Nodes:
     used: list
 
 
-def _given_nodes(c: dict, how: _Injection, ctx: Context) -> _Nodes:
+def _given_nodes(c: Record, how: _Injection, ctx: Context) -> _Nodes:
     # only the nodes the runtime gave the container are evidence of its access (P1: a container without
     # a GPU can mknod /dev/nvidiactl itself, and the device cgroup rightly denies it)
     selection = (str(how.nvd) if how.requested else "all" if how.legacy_default else None if not how.unknown
@@ -247,7 +247,7 @@ def _given_nodes(c: dict, how: _Injection, ctx: Context) -> _Nodes:
     return _Nodes(inside, foreign, made, used)
 
 
-def _judge_risk(row: ExposureRow, reasons: list, c: dict, used: list, spec: list, drv: dict, ctx: Context) -> None:
+def _judge_risk(row: ExposureRow, reasons: list, c: Record, used: list, spec: list, drv: dict, ctx: Context) -> None:
     """Whether a daemon-reload can take the nodes ``used``: it depends on the cgroup driver, shown or assumed."""
     assumed = f" ({drv['source']})" if drv["basis"] == "default" else ""
     if used and drv["driver"] == "systemd":
@@ -261,11 +261,11 @@ def _judge_risk(row: ExposureRow, reasons: list, c: dict, used: list, spec: list
         reasons.append(f"the cgroup driver is unknown ({drv['source']}), so the reload risk cannot be judged")
 
 
-def _judge_broken(row: ExposureRow, reasons: list, c: dict, nodes: _Nodes) -> None:
+def _judge_broken(row: ExposureRow, reasons: list, c: Record, nodes: _Nodes) -> None:
     """Whether the container already lost its GPU: an EPERM probe of a node the runtime gave, or device rules
     (cgroup v1 devices.list) that no longer allow a node it uses."""
-    cg = c.get("cgroup") or {}
-    eperm = [p for p, v in (c.get("probe") or {}).items() if v == "EPERM" and any(p == u[2] for u in nodes.inside)]
+    cg = c.cgroup
+    eperm = [p for p, v in c.probe.items() if v == "EPERM" and any(p == u[2] for u in nodes.inside)]
     rules = cg.get("rules")
     denied = [f"{p} ({M}:{m})" for M, m, p in nodes.used if rules is not None and not rules_allow(rules, M, m)]
     if nodes.inside and eperm:
@@ -288,21 +288,22 @@ def _programs(progs) -> str:
             "only when every attached program allows it")
 
 
-def _reload_risk(row: ExposureRow, reasons: list[str], c: dict, used: list[tuple], spec: list[tuple], ctx: Context) -> None:
+def _reload_risk(row: ExposureRow, reasons: list[str], c: Record, used: list[tuple], spec: list[tuple],
+                 ctx: Context) -> None:
     """Which used devices the next daemon-reload drops: those outside the rules systemd re-applies (its
     drop-in when known, else its ``systemctl show`` DeviceAllow=, else the spec); those runc logged
     ``skipping device /dev/char/M:m for systemd`` for (its log.json: the rule never reached DeviceAllow=);
     and, with runc 1.1.3-1.1.6 or systemd < 240, those whose /dev/char/M:m link is missing on the host."""
-    drop_in = (c.get("cgroup") or {}).get("systemd_drop_in")
+    drop_in = c.cgroup.get("systemd_drop_in")
     where = "systemd's transient DeviceAllow drop-in"
-    unit = c.get("systemd_unit") if isinstance(c.get("systemd_unit"), dict) else None
+    unit = c.unit
     if drop_in is None and unit and unit.get("LoadState") == "loaded":
         drop_in = {"policy": unit.get("DevicePolicy"), "allow": unit.get("DeviceAllow") or []}
         where = "the scope's DeviceAllow= (systemctl show)"
     if drop_in is not None:  # what systemd holds already reflects runc's skipping; it is the evidence
         out = [u for u in used if not dropin_allows(drop_in, u, ctx)]
     else:
-        out = [u for u in used if not rules_allow(c.get("resources_devices") or [], u[0], u[1])]
+        out = [u for u in used if not rules_allow(c.resources_devices, u[0], u[1])]
         where = "the OCI spec's linux.resources.devices"
     skipped = _runc_skipped(c)
     logged = [u for u in used if (u[0], u[1]) in skipped and (drop_in is None or u in out)]
@@ -323,15 +324,15 @@ def _reload_risk(row: ExposureRow, reasons: list[str], c: dict, used: list[tuple
                        f" missing on the host, and {ctx.why_links} drops device rules without that link, so a reload "
                        "revokes them")
     if not ctx.runc and not logged and any(ctx.link(M, m) is False for M, m, _ in spec if M is not None):
-        ctx.notes.append(f"{c.get('id')}: /dev/char links are missing for spec devices and the runc version is unknown")
+        ctx.notes.append(f"{c.id}: /dev/char links are missing for spec devices and the runc version is unknown")
 
 
-def _runc_skipped(c: dict) -> dict[tuple[int, int], dict]:
+def _runc_skipped(c: Record) -> dict[tuple[int, int], dict]:
     """``{(major, minor): log entry}`` for each ``skipping device /dev/char/M:m for systemd`` line of the
     container's runc log.json (the record's ``runc_log``; collectors/containers/parse.py ``runc_log``)."""
     out = {}
-    for e in c.get("runc_log") or []:
-        m = re.fullmatch(r"/dev/char/(\d+):(\d+)", str((e or {}).get("device") or ""))
+    for e in c.runc_log:
+        m = re.fullmatch(r"/dev/char/(\d+):(\d+)", str(e.get("device") or ""))
         if m:
             out.setdefault((int(m.group(1)), int(m.group(2))), e)
     return out
@@ -373,15 +374,15 @@ def _hook_names(h: dict) -> set[str]:
 
 
 
-def _made_inside(c: dict) -> list[str]:
+def _made_inside(c: Record) -> list[str]:
     """/dev entries whose ctime is later than the container's creation (runc's ``created``, taken after
     the prestart hooks ran): made (or changed) by something inside the container, not by the runtime."""
     try:
-        created = parse_iso(str(c.get("created")))
+        created = parse_iso(str(c.created))
     except (ValueError, OverflowError):
         return []
     out = []
-    for e in c.get("dev_entries") or []:
+    for e in c.dev_entries or []:
         try:
             if e.get("ctime") and parse_iso(str(e["ctime"])) > created:
                 out.append(str(e.get("path")))
