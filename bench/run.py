@@ -40,7 +40,7 @@ ANCHORS = {
 
 
 # -- measuring ---------------------------------------------------------------------------------------
-#: a verdict line as ``analyze`` and ``run`` print it (forensics.findings.analysis.verdict_sentence)
+#: a verdict line as ``analyze`` and ``run`` print it (forensics.findings.headline.verdict_sentence)
 VERDICT_LINE = re.compile(r" is (CONFIRMED|INFERRED|EXCLUDED|UNDETERMINED)\b")
 
 

@@ -5,7 +5,7 @@ import re
 from datetime import datetime, timezone
 
 from forensics.events import Coverage, Event
-from forensics.findings.analysis import _cause_json, headline, verdict_sentence
+from forensics.findings.headline import _cause_json, headline, verdict_sentence
 from forensics.findings.openers import Incident
 from forensics.findings.verdicts import Cause, Evidence, Window
 from test_verdicts import judge

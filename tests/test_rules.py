@@ -13,7 +13,7 @@ from collectors import packages
 from forensics.bundle import Bundle, BundleWriter
 from forensics.events import Coverage, Event, NodeFacts
 from forensics.findings import alerts, causes, openers
-from forensics.findings.analysis import verdict_sentence
+from forensics.findings.headline import verdict_sentence
 from forensics.findings.correlator import correlate
 from forensics.findings.openers import Incident, Signs
 from forensics.findings.verdicts import CONFIRMED, Cause, Evidence, Rule, Window
