@@ -33,7 +33,7 @@ from forensics.events import Coverage, Event, NodeFacts
 from forensics.timeutil import iso_z, local_iso
 from forensics.redact import redact_url
 
-from .changes import change_points, coarse_points, suspicious_spans
+from .changes import CHUNK_POINTS, change_points, coarse_points, range_chunks, suspicious_spans
 from .promclient import (PromClient, PrometheusError, Unreachable, answered, duration_seconds, evidence, fetch_text,
                          last_samples, lowest_timestamp, promql_str, read_credential, selector_matches, stats_expr,
                          stored_data, stored_result)
@@ -48,7 +48,6 @@ CAPACITY = {"capacity": "kube_node_status_capacity", "allocatable": "kube_node_s
 RESOURCE = "nvidia_com_gpu"
 STEP = 60              # subquery step (s); must stay below the 5 m lookback for exact last samples
 COARSE_POINTS = 1000   # coarse points per capacity series over the whole window
-CHUNK_POINTS = 10000   # points per range query (Prometheus refuses more than 11,000)
 MAX_REFINE = 24        # raw-sample queries per capacity series
 MAX_DCGM_METRICS, DCGM_BATCH, MAX_TARGETS = 64, 8, 8
 UP_AFTER = 600         # seconds of `up` samples looked at after a target's last DCGM sample
@@ -211,9 +210,7 @@ def _dcgm(client: PromClient, node: str, w0: int, now: int, step: int) -> tuple[
 
 
 def _capacity(client: PromClient, kind: str, sel: str, w0: int, now: int, step: int) -> None:
-    n = -(-(now - w0) // step)
-    for c, k0 in enumerate(range(1, n + 1, CHUNK_POINTS)):
-        start, end = w0 + k0 * step, w0 + min(n, k0 + CHUNK_POINTS - 1) * step
+    for c, start, end in range_chunks(w0, now, step, CHUNK_POINTS):
         for agg in ("max", "min"):
             _q(client, "/api/v1/query_range", {"query": f"{agg} by (node, resource) ({agg}_over_time({sel}[{step}s]))",
                                                "start": start, "end": end, "step": step},

@@ -16,7 +16,7 @@ no node identity at all (an ``absent(...)`` or ``count(...) < N`` rule: a cluste
 another node is never asked for. The findings floor says which cluster-wide ones are about GPUs.
 
 Queries (coarse then exact, as the Xid history, :mod:`collectors.metrics.xid`): ``max_over_time`` of each
-selector per coarse step, in chunks of at most :data:`CHUNK_POINTS` points; then, for each episode's first
+selector per coarse step, in chunks (:func:`collectors.metrics.changes.range_chunks`); then, for each episode's first
 and last step, the raw samples of that one series in that step (at most :data:`MAX_REFINE` queries), so an
 episode's start and end are real evaluation times. Times are unix seconds (UTC).
 """
@@ -28,11 +28,11 @@ from datetime import datetime, timezone
 from forensics.events import Event
 from forensics.timeutil import iso_z
 
+from .changes import range_chunks
 from .promclient import answered, evidence, promql_str, stored_data, stored_result
 from .xid import gpu_labels
 
 ALERTS, FOR_STATE = "ALERTS", "ALERTS_FOR_STATE"
-CHUNK_POINTS = 10000  #: points per range query
 MAX_REFINE = 24       #: raw-sample queries for all episodes together
 MAX_NAMES = 500       #: alert names kept from the label-values answer
 BASIS = ("ALERTS and ALERTS_FOR_STATE, the series Prometheus writes for each pending or firing alert of the "
@@ -56,9 +56,7 @@ def collect(client, q, selectors: list[str], w0: int, now: int, step: int, info:
     info["alerts"] = {"selectors": selectors}
     q(client, "/api/v1/label/alertname/values", {"match[]": [ALERTS], "start": w0, "end": now},
       "alert names recorded in the window (any node)", "alerts-names")
-    n = -(-(now - w0) // step)
-    for c, k0 in enumerate(range(1, n + 1, CHUNK_POINTS)):
-        start, end = w0 + k0 * step, w0 + min(n, k0 + CHUNK_POINTS - 1) * step
+    for c, start, end in range_chunks(w0, now, step):
         for metric in (ALERTS, FOR_STATE):
             expr = " or ".join(f"max_over_time({metric}{{{s}}}[{step}s])" for s in selectors)
             q(client, "/api/v1/query_range", {"query": expr, "start": start, "end": end, "step": step},

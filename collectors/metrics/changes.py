@@ -6,6 +6,17 @@ from __future__ import annotations
 
 from contextlib import suppress
 
+#: points per range query (Prometheus refuses more than 11,000)
+CHUNK_POINTS = 10000
+
+
+def range_chunks(w0: int, now: int, step: int, points: int = CHUNK_POINTS) -> list[tuple[int, int, int]]:
+    """``(chunk index, start, end)`` (unix s) of the range queries that evaluate every ``step`` s from
+    ``w0 + step`` to the first time at or after ``now``, at most ``points`` evaluations each: the coarse
+    queries of the capacity, Xid and alert histories."""
+    n = -(-(now - w0) // step)
+    return [(c, w0 + k0 * step, w0 + min(n, k0 + points - 1) * step) for c, k0 in enumerate(range(1, n + 1, points))]
+
 
 def coarse_points(answers: dict) -> list[tuple[int, float, float]]:
     """``[(t, min, max)]`` per coarse step where the series held samples in ``(t - step, t]``, from

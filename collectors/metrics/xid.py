@@ -7,11 +7,11 @@ code the GPU reported until the next one (0: none since DCGM started watching). 
 non-zero value is therefore the first sample after a new Xid, within one scrape interval of it.
 
 Queries (the capacity history's method, :mod:`collectors.metrics.promclient`): coarse ``min`` and ``max``
-``_over_time`` range queries per step, per series (no aggregation: one series per GPU), in chunks of at
-most :data:`CHUNK_POINTS` points (Prometheus refuses more than 11,000); then the raw samples of each span
-where a series' value is not one constant (its first step included), at most :data:`MAX_REFINE` queries,
-so that a change's time is a real sample's; a span left unrefined keeps the coarse resolution (the change
-happened within that step), and says so.
+``_over_time`` range queries per step, per series (no aggregation: one series per GPU), in chunks
+(:func:`collectors.metrics.changes.range_chunks`: Prometheus refuses more than 11,000 points); then the raw
+samples of each span where a series' value is not one constant (its first step included), at most
+:data:`MAX_REFINE` queries, so that a change's time is a real sample's; a span left unrefined keeps the coarse
+resolution (the change happened within that step), and says so.
 """
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ from datetime import datetime, timezone
 from forensics.events import Event
 from forensics.timeutil import iso_z
 
-from .changes import change_points, coarse_points, merge_spans, suspicious_spans
+from .changes import change_points, coarse_points, merge_spans, range_chunks, suspicious_spans
 from .promclient import answered, evidence, stored_result
 
 METRIC = "DCGM_FI_DEV_XID_ERRORS"
-CHUNK_POINTS = 10000  #: points per range query
 MAX_REFINE = 24       #: raw-sample queries for all Xid series together
 BASIS = ("DCGM_FI_DEV_XID_ERRORS, the last Xid each GPU reported (dcgm-exporter etc/default-counters.csv: "
          "\"Value of the last XID error encountered\")")
@@ -68,9 +67,7 @@ def collect(client, q, used: list[str], exported: bool, w0: int, now: int, step:
     info["xid"] = {"exported": exported and bool(used), "matchers": used}
     if not info["xid"]["exported"]:
         return
-    n = -(-(now - w0) // step)
-    for c, k0 in enumerate(range(1, n + 1, CHUNK_POINTS)):
-        start, end = w0 + k0 * step, w0 + min(n, k0 + CHUNK_POINTS - 1) * step
+    for c, start, end in range_chunks(w0, now, step):
         for agg in ("max", "min"):
             expr = " or ".join(f"{agg}_over_time({METRIC}{{{m}}}[{step}s])" for m in used)
             q(client, "/api/v1/query_range", {"query": expr, "start": start, "end": end, "step": step},
