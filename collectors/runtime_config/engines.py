@@ -64,16 +64,10 @@ def acquire(ctx) -> dict:
     def copy(path: str, limit: int = FILE_LIMIT) -> str | None:  # the bundle path; None: not stored
         return store_config(ctx, path, "runtime" + path, FORMATS.get(path, "toml"), limit).path
     out["docker"] = copy(DOCKER) if hostfs.present(ctx.root, DOCKER) else None
-    crio = [CRIO_CONF] if hostfs.present(ctx.root, CRIO_CONF) else []
-    names = ctx.listdir(CRIO_DIR, record_absent=False)
-    crio += [f"{CRIO_DIR}/{n}" for n in sorted(names or []) if n.endswith((".conf", ".toml"))][:32]
-    out["crio"] = [p for p in (copy(f) for f in crio) if p]
+    out["crio"] = [p for p in (copy(f) for f in _with_drop_ins(ctx, (CRIO_CONF,), CRIO_DIR, (".conf", ".toml"))) if p]
     docs = [d for d in (_toml(ctx.writer.dir / p) for p in out["crio"]) if d is not None]
     out["crio_hooks_dirs"] = crio_settings(docs)["hooks_dir"] if docs else []
-    podman = [f for f in PODMAN_CONFS if hostfs.present(ctx.root, f)]
-    names = ctx.listdir(PODMAN_DIR, record_absent=False)
-    podman += [f"{PODMAN_DIR}/{n}" for n in sorted(names or []) if n.endswith(".conf")][:32]
-    out["podman"] = [p for p in (copy(f) for f in podman) if p]
+    out["podman"] = [p for p in (copy(f) for f in _with_drop_ins(ctx, PODMAN_CONFS, PODMAN_DIR, (".conf",))) if p]
     out["rancher"] = []
     for distro, d in RANCHER.items():
         tmpls = [{"path": f"{d}/{t}", "directives": None if ctx.budget_spent(f"{d}/{t}", "read")
@@ -86,6 +80,14 @@ def acquire(ctx) -> dict:
             out["copied"][p] = copy(p, 1 << 20)
     out["present"] = {p: hostfs.exists(ctx.root, p) for p in PRESENT}
     return out
+
+
+def _with_drop_ins(ctx, files: tuple[str, ...], drop_ins: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The config ``files`` that are present, then the first 32 of the ``drop_ins`` directory's files with
+    one of ``suffixes``, in name order (the order CRI-O and containers.conf(5) read them in)."""
+    names = ctx.listdir(drop_ins, record_absent=False)
+    return [f for f in files if hostfs.present(ctx.root, f)] + \
+        [f"{drop_ins}/{n}" for n in sorted(names or []) if n.endswith(suffixes)][:32]
 
 
 def podman_settings(docs: list[dict]) -> dict:
@@ -214,18 +216,9 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
             r.problems.append({"artifact": entry["docker"], "message": f"daemon.json is not valid JSON: {e}"})
             docker = {"runtimes": {}, "default_runtime": None, "cgroup_driver": None, "cdi": None,
                       "cdi_spec_dirs": [], "live_restore": False, "source": DOCKER}
-    crio_files = [p for p in entry.get("crio") or [] if p in stored]
-    crio = None
-    if crio_files:
-        docs = []
-        for p in crio_files:
-            d = _toml(bundle.path(p))
-            if d is None:
-                r.problems.append({"artifact": p, "message": "CRI-O config is not valid TOML"})
-            else:
-                docs.append(d)
-        crio = {**crio_settings(docs), "files": [p.removeprefix("runtime") for p in crio_files]}
-    podman = _podman(bundle, [p for p in entry.get("podman") or [] if p in stored], r)
+    crio = _settings(bundle, [p for p in entry.get("crio") or [] if p in stored], r, "CRI-O config", crio_settings)
+    podman = _settings(bundle, [p for p in entry.get("podman") or [] if p in stored], r, "containers.conf",
+                       podman_settings)
     copied = {k: v for k, v in (entry.get("copied") or {}).items() if v in stored}
 
     def text(host):
@@ -248,18 +241,20 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     return stack, _ecd(ctd, docker, crio, podman)
 
 
-def _podman(bundle, files: list[str], r) -> dict | None:
-    """:func:`podman_settings` of the stored containers.conf files, with their ``files``; None without any."""
+def _settings(bundle, files: list[str], r, what: str, settings) -> dict | None:
+    """``settings(docs)`` (:func:`crio_settings`, :func:`podman_settings`) of the stored TOML ``files`` in their
+    order, with their host paths in ``files``; one that does not parse is a problem ("``what`` is not valid
+    TOML") and left out; None without any file."""
     if not files:
         return None
     docs = []
     for p in files:
         d = _toml(bundle.path(p))
         if d is None:
-            r.problems.append({"artifact": p, "message": "containers.conf is not valid TOML"})
+            r.problems.append({"artifact": p, "message": f"{what} is not valid TOML"})
         else:
             docs.append(d)
-    return {**podman_settings(docs), "files": [p.removeprefix("runtime") for p in files]}
+    return {**settings(docs), "files": [p.removeprefix("runtime") for p in files]}
 
 
 def _ecd(ctd: dict | None, docker: dict | None, crio: dict | None, podman: dict | None = None) -> dict:
