@@ -65,6 +65,15 @@ cg=$(sed -n 's/^[0-9]*:devices:\\(.*\\)$/\\1/p' /proc/$pid/cgroup)
               f'echo "c {ma}:{mi} rw" > "/sys/fs/cgroup/devices$cg/devices.allow"\n' for p, ma, mi in GPU_NODES)
 
 
+def oci_hook_json(hook: str, when: dict) -> str:
+    """An OCI hooks.d file (Podman's and CRI-O's ``--hooks-dir``) in the shape of the toolkit's
+    oci-nvidia-hook.json (real-inputs/nvidia-runtime): ``hook`` as a prestart hook named
+    nvidia-container-runtime-hook, run for the containers ``when`` selects (``{"always": True}``, or
+    ``{"annotations": {...}}``)."""
+    return json.dumps({"version": "1.0.0", "hook": {"path": hook, "args": ["nvidia-container-runtime-hook", "prestart"]},
+                       "when": when, "stages": ["prestart"]})
+
+
 class LabError(RuntimeError):
     """The lab cannot run here (missing package, not root, no cgroup v1 devices controller)."""
 

@@ -53,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from syslab_ns import GPU, HERE, PATH, SOCK, hierarchies  # noqa: E402
+from lab import oci_hook_json  # noqa: E402
 NS = "k8s.io"
 POD_UID = "0b5e1d2a_6c1f_4f0e_9c57_1ab2c3d4e5f6"
 POD_SLICE = f"kubepods-besteffort-pod{POD_UID}.slice"
@@ -369,10 +370,8 @@ class SysLab:
         LabError."""
         hooks = self.folder / "podman-hooks"
         hooks.mkdir(exist_ok=True)
-        (hooks / "oci-nvidia-hook.json").write_text(json.dumps({
-            "version": "1.0.0", "hook": {"path": str(self.folder / "bin/nvidia-container-runtime-hook"),
-                                         "args": ["nvidia-container-runtime-hook", "prestart"]},
-            "when": {"always": True}, "stages": ["prestart"]}))
+        (hooks / "oci-nvidia-hook.json").write_text(
+            oci_hook_json(str(self.folder / "bin/nvidia-container-runtime-hook"), {"always": True}))
         root = self.rootfs(name)
         pm = [*PODMAN, "--runtime", "runc", "--events-backend", "none", "--log-level", "error", "--hooks-dir",
               str(hooks)]

@@ -65,10 +65,9 @@ class Podman:
         hook = self.base / "nvidia-container-runtime-hook"
         hook.write_text(L.legacy_hook_script())
         hook.chmod(0o755)
-        # the shape of the toolkit's oci-nvidia-hook.json (real-inputs/nvidia-runtime), for one annotation only
-        (self.dirs["hooks"] / "oci-nvidia-hook.json").write_text(json.dumps({
-            "version": "1.0.0", "hook": {"path": str(hook), "args": ["nvidia-container-runtime-hook", "prestart"]},
-            "when": {"annotations": {"^gfpm\\.gpu$": "^hook$"}}, "stages": ["prestart"]}))
+        # for the annotated container only
+        (self.dirs["hooks"] / "oci-nvidia-hook.json").write_text(
+            L.oci_hook_json(str(hook), {"annotations": {"^gfpm\\.gpu$": "^hook$"}}))
         for path, ma, mi in L.GPU_NODES:
             os.mknod(self.dirs["dev"] / path.rsplit("/", 1)[1], stat.S_IFCHR | 0o666, os.makedev(ma, mi))
         return self
