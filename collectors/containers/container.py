@@ -68,9 +68,8 @@ def _found_one(ctx, env, f, docker_roots=(), names=None):
     else:
         spec = _read_spec(ctx, bundle, f"{rel}/config.json", outcome, state, listed=f.bundle == bundle)
     # the engine a spec (or runc's copy of its annotations) names beats the layout: Podman and CRI-O share one
-    engine = eng_table.engine_of_spec(spec.get("annotations") if isinstance(spec, dict) else None) or \
-        eng_table.engine_of_labels(((state or {}).get("config") or {}).get("labels") if isinstance(state, dict)
-                                   else None) or engine
+    engine = eng_table.engine_of_spec(cp.dig(spec, "annotations")) or \
+        eng_table.engine_of_labels(cp.dig(state, "config", "labels")) or engine
     pid = state.get("init_process_pid") if isinstance(state, dict) else None
     if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
         pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
