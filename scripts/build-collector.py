@@ -7,10 +7,8 @@ that runs this script, the pure-python libraries collect imports: detect-secrets
 shapes), tomli-w, python-dateutil (2.9 needs no six), PyYAML
 (its pure-python loader; the C ``_yaml`` is left out), requests with urllib3, idna, certifi and
 charset_normalizer (its mypyc ``.so`` left out, the ``.py`` sources kept), and for ``watch``
-prometheus_client and jeepney (both pure python). systemd-python is a C
-extension and cannot run from a zip, so ``systemd.journal`` is scripts/collector/systemd: the same
-calls over the node's own ``libsystemd.so.0`` through ctypes (tests/test_collector_zipapp.py compares
-the two on the same journal files).
+prometheus_client and jeepney (both pure python). The journal is read through the project's own binding
+of the node's ``libsystemd.so.0`` (collectors/journal/sdjournal.py, ctypes), as in the installed tool.
 
 usage: build-collector.py [OUT]   (default dist/gpu-forensics-collect.pyz; prints the path and size)
 """
@@ -53,7 +51,6 @@ def build(out: Path) -> Path:
                 shutil.copytree(list(spec.submodule_search_locations)[0], stage / name, ignore=_skip)
             else:
                 shutil.copy2(spec.origin, stage / Path(spec.origin).name)
-        shutil.copytree(PROJECT / "scripts" / "collector" / "systemd", stage / "systemd", ignore=_skip)
         (stage / "__main__.py").write_text(MAIN)
         out.parent.mkdir(parents=True, exist_ok=True)
         zipapp.create_archive(stage, out, interpreter="/usr/bin/env python3", compressed=True)

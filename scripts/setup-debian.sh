@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(python3 python3-venv python3-dev gcc pkg-config libsystemd-dev systemd-journal-remote)
+# no compiler: the journal is read through libsystemd0 with ctypes (collectors/journal/sdjournal.py)
+pkgs=(python3 python3-venv libsystemd0 systemd-journal-remote)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(zstd util-linux)
   # rpm and rpmbuild write the real rpmdb.sqlite the nvidia_host tests read

@@ -2,9 +2,9 @@
 (isolated: no user site, no PYTHONPATH; -S: not even Debian's dist-packages, where this host has
 python3-yaml: the standard library alone, which the test checks) on the sample node: its bundle verifies and analyses,
 with the checkout's code, to the verdicts of a collection by the venv's code; its journal, read through
-the node's libsystemd.so.0 with ctypes (scripts/collector/systemd/journal.py), is byte for byte the one
-systemd-python reads from the same files. (systemd-python against the node's own ``journalctl``:
-tests/test_journal.py::test_journalctl_source_selects_the_same_entries.) ``collect --kube`` in a pod
+the node's libsystemd.so.0 with the project's one binding (collectors/journal/sdjournal.py, ctypes) from
+inside the zip, is byte for byte the installed tool's. (The binding against the node's own ``journalctl``:
+tests/test_sdjournal.py and tests/test_journal.py::test_journalctl_source_selects_the_same_entries.) ``collect --kube`` in a pod
 (the kubelet's service variables, a ServiceAccount folder) reads a loopback API server over HTTPS
 with the standard library alone (collectors/kube/transport.py), as the node image's Job runs it.
 """
@@ -58,7 +58,7 @@ def test_the_node_python_has_none_of_the_libraries(bundles):
     pyz = bundles[0]
     with zipfile.ZipFile(pyz) as z:
         names = z.namelist()
-    assert "systemd/journal.py" in names and "yaml/loader.py" in names and "__main__.py" in names
+    assert "collectors/journal/sdjournal.py" in names and "systemd/journal.py" not in names and "yaml/loader.py" in names and "__main__.py" in names
     assert not [n for n in names if n.endswith(".so") or n.startswith(("matplotlib/", "jinja2/", "pandas/", "kubernetes/"))]
     assert pyz.stat().st_size < 2_000_000
 
@@ -89,7 +89,7 @@ def test_zipapp_bundle_verifies_and_gives_the_venvs_verdicts(bundles, tmp_path):
     assert reload["requested_by"]["unit"] == "snapd.service"
 
 
-def test_ctypes_libsystemd_reads_what_systemd_python_reads(bundles):
+def test_zipapp_reads_the_journal_as_the_installed_tool_does(bundles):
     _, z, v = bundles
     for name in ("entries.jsonl", "files.json", "boots.json", "coverage.json"):
         assert (z / "journal" / name).read_bytes() == (v / "journal" / name).read_bytes(), name

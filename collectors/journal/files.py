@@ -2,7 +2,7 @@
 with libsystemd, and hashing them.
 
 :func:`_probe` opens one file read-only through :mod:`forensics.hostfs` and reads its first and
-last entry with a ``systemd.journal.Reader`` of its own, because ``Reader(path=)`` silently skips a
+last entry with a reader of its own (:mod:`collectors.journal.sdjournal`), because ``Reader(path=)`` silently skips a
 bad file and ``Reader(files=[...])`` fails whole if one is bad (docs/sources.md "Journal files and fields");
 a file it cannot open is explained from its header (:mod:`collectors.journal.header`).
 :func:`_final` says whether a file can still grow; :func:`_hash_all` takes the SHA-256 of the
@@ -23,18 +23,18 @@ from .header import header, why_unreadable
 METHOD = "journal-reader"
 CHUNK = 2 << 20
 try:  # at import, as before privileges are dropped (a collection run as nobody in the tests)
-    from systemd import journal as _SDJ
+    from . import sdjournal as _SDJ
     _WHY = None
-except (ImportError, OSError) as _e:  # the single-file collector on a node whose libsystemd.so.0 is unusable
+except (ImportError, OSError, AttributeError) as _e:  # a node whose libsystemd.so.0 is missing or unusable
     _SDJ, _WHY = None, f"{type(_e).__name__}: {_e}"
 
 
 def sdj():
-    """``systemd.journal``: systemd-python, or in the single-file collector its stand-in over the node's
-    ``libsystemd.so.0`` (scripts/collector/systemd). Raises ``ImportError`` when it could not be loaded
-    (the library missing or unloadable): :func:`unusable` says why, and the node's journalctl is read instead."""
+    """:mod:`collectors.journal.sdjournal`, the binding of the node's ``libsystemd.so.0``. Raises
+    ``ImportError`` when it could not be loaded (the library missing or unloadable): :func:`unusable`
+    says why, and the node's journalctl is read instead."""
     if _SDJ is None:
-        raise ImportError(f"systemd.journal cannot be loaded: {_WHY}")
+        raise ImportError(f"libsystemd cannot be loaded: {_WHY}")
     return _SDJ
 
 

@@ -136,7 +136,7 @@ class _ReaderSource:
             if i:
                 r.add_disjunction()
             for v in also:
-                sdj()._Reader.add_match(r, v)
+                r.add_match(v)
             for field_, value in group:
                 r.add_match(f"{field_}={value}")
 
@@ -431,7 +431,7 @@ class _ReaderSource:
         return self.r._get_cursor()
 
     def unique(self, field_: str) -> list[str]:
-        return sorted(v.decode("utf-8", "replace") for v in sdj()._Reader.query_unique(self.all, field_))
+        return sorted(v.decode("utf-8", "replace") for v in self.all.query_unique(field_))
 
     def edge(self, group=(), last=False) -> dict | None:
         self.pages.check(force=True)

@@ -8,10 +8,10 @@ libsystemd walks that chain for ``sd_journal_query_unique(3)`` / ``sd_journal_en
 as ``journalctl -F`` does, without touching an entry. On bench L that reads the MESSAGE values of an
 84 MB file in 0.14 s, where reading MESSAGE entry by entry takes 0.7-1.1 s (issue 18).
 
-python-systemd's ``query_unique`` gives the values as one set, built in C with no chance to let the
-mapped pages go in between (a 84 MB file: 105 MB peak RSS), so :func:`holding` calls libsystemd
-itself through :mod:`ctypes` (the library python-systemd already loaded), one value at a time, and
-hands the caller's ``tick`` a turn every :data:`TICK` values.
+A reader's ``query_unique`` (:mod:`collectors.journal.sdjournal`) gives the values as one set, with no
+chance to let the mapped pages go in between (a 84 MB file: 105 MB peak RSS), so :func:`holding` walks them
+itself through the same binding's library, one value at a time, and hands the caller's ``tick`` a turn
+every :data:`TICK` values.
 """
 from __future__ import annotations
 
@@ -22,27 +22,14 @@ from itertools import accumulate
 TICK = 16      #: values between two calls of the caller's ``tick`` (pages, time budget)
 CHUNK = 1024   #: values searched together (one ``find`` per text over their joined bytes)
 
-_LIB = None
-
 
 def _lib():
-    """libsystemd through ctypes with the four calls set up, or ``None`` where it cannot be loaded."""
-    global _LIB
-    if _LIB is None:
-        try:
-            lib = ctypes.CDLL("libsystemd.so.0", use_errno=True)
-            ptr = ctypes.c_void_p
-            lib.sd_journal_open_files.argtypes = [ctypes.POINTER(ptr), ctypes.POINTER(ctypes.c_char_p), ctypes.c_int]
-            lib.sd_journal_set_data_threshold.argtypes = [ptr, ctypes.c_size_t]
-            lib.sd_journal_query_unique.argtypes = [ptr, ctypes.c_char_p]
-            # sd_journal_enumerate_unique: no argtypes, its arguments are always ctypes objects (the
-            # journal as a c_void_p, two byref()s): a call without their checks costs half as much
-            lib.sd_journal_close.argtypes = [ptr]
-            lib.sd_journal_close.restype = None
-            _LIB = lib
-        except (OSError, AttributeError):
-            _LIB = False
-    return _LIB or None
+    """The binding's libsystemd (:data:`collectors.journal.sdjournal.lib`), or ``None`` where it cannot be loaded."""
+    try:
+        from . import sdjournal
+    except (ImportError, OSError, AttributeError):
+        return None
+    return sdjournal.lib
 
 
 def _usable(field: bytes, texts: tuple[bytes, ...]) -> bool:
@@ -86,7 +73,7 @@ def holding(fd: int, field: str, texts: tuple[bytes, ...], tick, threshold: int)
         if lib.sd_journal_query_unique(j, name) < 0:
             return None
         prefix, data, size = name + b"=", ctypes.c_void_p(), ctypes.c_size_t()
-        at = getattr(ctypes, "_string_at", ctypes.string_at)  # what string_at calls, without its frame
+        from .sdjournal import string_at as at
         enum, pd, ps = lib.sd_journal_enumerate_unique, ctypes.byref(data), ctypes.byref(size)
         out, chunk, n = [], [], 0
         while True:

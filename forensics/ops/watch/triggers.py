@@ -15,7 +15,7 @@ Journal: PID 1's reload lines in every wording the collector knows
 v253+, ``Reexecuting.``, ``Received SIGHUP``, ``Reloading finished in N ms.``), taken only when
 journald's trusted fields say PID 1 wrote them (:func:`collectors.journal.wording.pid1_trusted`, and
 ``_COMM=systemd``): a ``logger -t systemd`` line is never a trigger. Followed with ``sd_journal_wait``
-(systemd-python) or, where that binding is absent, ``journalctl -f -o export`` (journal-export-formats(7)).
+(collectors/journal/sdjournal.py) or, where libsystemd cannot be loaded, ``journalctl -f -o export`` (journal-export-formats(7)).
 
 Each source calls ``notify(kind, source, at)``: ``kind`` is ``reload-start``, ``reload-end`` (D-Bus) or
 ``journal-reload`` (PID 1's ``Reloading.``/``Reexecuting.`` line) or ``journal`` (its other reload lines),
@@ -190,7 +190,8 @@ class JournalReloads(threading.Thread):
         while True:
             try:
                 try:
-                    from systemd import journal
+                    from collectors.journal.files import sdj
+                    journal = sdj()
                 except ImportError:
                     self._journalctl()
                 else:
