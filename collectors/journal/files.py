@@ -23,7 +23,7 @@ from .header import header, why_unreadable
 METHOD = "journal-reader"
 CHUNK = 2 << 20
 try:  # at import, as before privileges are dropped (a collection run as nobody in the tests)
-    from . import sdjournal as _SDJ
+    import collectors.journal.sdjournal as _SDJ
     _WHY = None
 except (ImportError, OSError, AttributeError) as _e:  # a node whose libsystemd.so.0 is missing or unusable
     _SDJ, _WHY = None, f"{type(_e).__name__}: {_e}"

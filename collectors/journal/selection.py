@@ -23,7 +23,7 @@ from .header import iso_usec
 from forensics import kmsg, neighbours
 from .kernel import KERNEL, claims_kernel, kernel_rule
 from .runtime import UPDATE_TEXT, update_resources
-from .wording import (NVML_MARKERS, PID1, PID1_CLAIMS, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
+from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
                       nvml_unit, pid1_trusted, sudo_trusted, symptom_line, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
@@ -284,6 +284,14 @@ def passed(src, groups, since, rule, problems: list[str], what: str, texts=None,
             yield r, e, False
 
 
+#: the entries of :data:`~collectors.journal.wording.PID1` whose trust the index cannot give (issue 30): ``_PID=1`` on a foreign
+#: transport, and those whose *values* claim PID 1 (``SYSLOG_IDENTIFIER=systemd`` with ``SYSLOG_PID=1``:
+#: early-boot lines journald read from /dev/kmsg, and ``logger -t systemd`` look-alikes). PID 1's native
+#: lines carry no ``SYSLOG_PID`` (systemd's log.c), so these are few; the rest of PID 1's lines are found
+#: by ``_PID=1`` alone, which journald takes from the sender's credentials
+PID1_CLAIMS = [[("_PID", "1"), *(("_TRANSPORT", t) for t in FOREIGN_TRANSPORTS)], PID1[1]]
+
+
 def manager_rule(e) -> str | None:
     """:func:`pid1_rule` for a manager line alone (``pid1``, or ``forged``), ``None`` for any other line: the
     rule of the walk over every ``_PID=1`` entry, which reads only MESSAGE of the lines it passes over."""
@@ -297,7 +305,7 @@ def pid1_passes(src) -> list[tuple[str, list, object]]:
     ``_PID=1`` entry by :func:`manager_rule` (MESSAGE read, the trusted fields only for a manager line);
     the ``_PID=1`` entries of the units that matter (``UNIT=`` of ``src``'s values that
     :func:`~collectors.journal.wording.unit_matters` keeps) by :func:`pid1_rule`; and
-    :data:`~collectors.journal.wording.PID1_CLAIMS`, the few entries whose trust the index cannot give, by
+    :data:`PID1_CLAIMS`, the few entries whose trust the index cannot give, by
     :func:`pid1_rule`. Together they keep what :func:`pid1_rule` keeps over :data:`~collectors.journal.wording.PID1`,
     without reading four fields of each of PID 1's lines (~220,000 on bench L) to find a few thousand."""
     units = [u for u in src.unique("UNIT") if unit_matters(u)]

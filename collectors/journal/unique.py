@@ -26,10 +26,10 @@ CHUNK = 1024   #: values searched together (one ``find`` per text over their joi
 def _lib():
     """The binding's libsystemd (:data:`collectors.journal.sdjournal.lib`), or ``None`` where it cannot be loaded."""
     try:
-        from . import sdjournal
+        from .sdjournal import lib
     except (ImportError, OSError, AttributeError):
         return None
-    return sdjournal.lib
+    return lib
 
 
 def _usable(field: bytes, texts: tuple[bytes, ...]) -> bool:

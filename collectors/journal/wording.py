@@ -82,12 +82,6 @@ _UNIT_SUFFIXES = ((": Deactivated successfully.", "deactivated"),  # v248+
 #: transports on which journald's ``_PID`` is the sender's (socket peer credentials), not PID 1's own:
 #: ``logger -t systemd`` arrives on ``syslog`` with ``_PID=<logger>``; a service's output on ``stdout``
 FOREIGN_TRANSPORTS = ("syslog", "stdout")
-#: the entries of :data:`PID1` whose trust the index cannot give (issue 30): ``_PID=1`` on a foreign
-#: transport, and those whose *values* claim PID 1 (``SYSLOG_IDENTIFIER=systemd`` with ``SYSLOG_PID=1``:
-#: early-boot lines journald read from /dev/kmsg, and ``logger -t systemd`` look-alikes). PID 1's native
-#: lines carry no ``SYSLOG_PID`` (systemd's log.c), so these are few; the rest of PID 1's lines are found
-#: by ``_PID=1`` alone, which journald takes from the sender's credentials
-PID1_CLAIMS = [[("_PID", "1"), *(("_TRANSPORT", t) for t in FOREIGN_TRANSPORTS)], PID1[1]]
 #: the ``_COMM`` of the daemons whose NVML/probe lines count when they are in no unit of :data:`NVML_UNITS`
 NVML_COMMS = ("kubelet", "containerd", "dockerd", "crio", "k3s-server", "k3s-agent")
 
