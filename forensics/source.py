@@ -2,7 +2,7 @@
 (``collectors/node.py``, ``collectors/kube``).
 
 A collector is a module (or package) in ``collectors/`` listed once in ``collectors.COLLECTORS`` (in
-acquisition order). It defines four names (and may define a fifth, ``begin``, below):
+acquisition order). It defines four names (and may define ``WINDOWED`` and ``begin``, below):
 
 ``NAME``
     The source's name (``"journal"``), used in progress notes and in the ``collector:NAME`` record
@@ -24,8 +24,15 @@ acquisition order). It defines four names (and may define a fifth, ``begin``, be
     from the host. Give facts; never judge (verdicts belong to ``forensics/findings``). Read a JSON
     file of the bundle with ``bundle.json(rel, reading.problems)`` (:meth:`forensics.bundle.Bundle.json`).
 
-One more name is optional:
+Two more names are optional:
 
+``WINDOWED = True``
+    ``read`` also takes ``windows``: the incident windows the analysis opened from every other source
+    (UTC ``(start, end)`` pairs), and makes events only of what may fall near them (within
+    :data:`forensics.timeutil.WINDOW_REACH`); what lies farther is counted, and its times still bound the
+    coverage (issue 30: 100,000 dpkg.log lines of a long-lived node for a few hundred the windows need).
+    ``read(bundle, node)`` still reads everything (``gpu-forensics timeline``, ``fleet``). Only
+    :mod:`collectors.packages` is windowed; its lines open no incident.
 ``begin(ctx: CollectContext) -> Callable[[], None] | None``
     :func:`acquire` in two steps, for a source slow enough to read in a child process while the
     collectors after it run here (both cores busy): start the work and return the call that waits for
@@ -278,6 +285,8 @@ class Facts(TypedDict, total=False):
     #: packages ship systemd units (None: unknown)
     packages_last_change: dict
     package_event_counts: dict
+    #: collectors.packages read for windows: ``{log: lines}`` outside every window, counted and not made events
+    package_lines_outside_windows: dict
     packages_with_unit_scripts: int | None
     #: collectors.node: ``{package: version}`` from dpkg/rpm status
     package_versions: dict
@@ -323,3 +332,6 @@ class Readings:
     coverage: list[Coverage] = field(default_factory=list)
     facts: Facts = field(default_factory=dict)
     problems: list[dict] = field(default_factory=list)
+    #: with ``read_all(defer=True)``: ``later(windows)`` reads the ``WINDOWED`` collectors for the incident
+    #: windows (UTC ``(start, end)`` pairs; ``None``: everything) and completes these readings in place
+    later: Callable[[list | None], None] | None = None

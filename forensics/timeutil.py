@@ -23,6 +23,10 @@ UTC = timezone.utc
 #: how far a zone-less time read as UTC may lie from the true instant when the node's zone is unknown:
 #: UTC offsets in use run from -12:00 to +14:00 (tzdata: Etc/GMT+12, Pacific/Kiritimati)
 ZONE_UNCERTAINTY = timedelta(hours=14)
+#: how far from an incident window a windowed reading (forensics/source.py ``WINDOWED``) still makes events: the
+#: rules look up to ZONE_UNCERTAINTY (a zone-less time of an unknown zone) plus a requester's 5 minutes around a
+#: window, and a zone-less line's text is its UTC time give or take any zone's offset (at most 14 h); 48 h holds both
+WINDOW_REACH = timedelta(hours=48)
 #: the gap every zone-less time carries on such a node (package coverage and verdicts say it alike)
 ZONE_UNKNOWN_NOTE = "node time zone unknown: dpkg/apt times uncertain by ±14 h"
 

@@ -36,11 +36,11 @@ from forensics.bundle import Bundle
 from forensics.source import CollectContext
 from forensics.events import Coverage, Event, NodeFacts
 from forensics.source import Reading
-from forensics.timeutil import ZONE_UNKNOWN_NOTE, iso_z, parse_iso
+from forensics.timeutil import WINDOW_REACH, ZONE_UNKNOWN_NOTE, iso_z, parse_iso
 
 from . import parse as pp
 from . import rotation as pr
-from .events import _apt_events, _dpkg_events, _uu_events
+from .events import _apt_events, _dpkg_events, _uu_events, near_windows
 
 SCRIPT_LIMIT = 256 << 10    #: bytes of each maintainer script scanned
 PIECE = 1 << 20             #: bytes redacted between two looks at the time budget (~0.1-0.3 s)
@@ -75,6 +75,7 @@ UU = _Log("unattended-upgrades", "/var/log/unattended-upgrades", "unattended-upg
 
 NAME = "packages"
 OPTIONS: list = []  #: none
+WINDOWED = True  #: :func:`read` takes the incident windows (forensics/source.py)
 
 
 # -- acquire ---------------------------------------------------------------------------------------
@@ -244,14 +245,18 @@ class _Span:
     def add(self, ev: Event, end: datetime | None) -> None:
         if self.newest is not None and ev.at < self.newest:
             ev.flags = ev.flags + ("out-of-order",)
-        self.newest = ev.at if self.newest is None else max(self.newest, ev.at)
-        self.first = ev.at if self.first is None else min(self.first, ev.at)
-        tail = max(ev.at, end) if end else ev.at
+        self.saw(ev.at, end)
+
+    def saw(self, at: datetime, end: datetime | None = None) -> None:
+        """A line at ``at`` (UTC) ending at ``end``, with or without an event of its own."""
+        self.newest = at if self.newest is None else max(self.newest, at)
+        self.first = at if self.first is None else min(self.first, at)
+        tail = max(at, end) if end else at
         self.last = tail if self.last is None else max(self.last, tail)
         self.count += 1
 
 
-def read(bundle: Bundle, node: NodeFacts) -> Reading:
+def read(bundle: Bundle, node: NodeFacts, windows: list | None = None) -> Reading:
     """Read the bundle's package logs into events (never the live host).
 
     Returns a :class:`Reading` with ``package.dpkg-action`` (one per dpkg.log line),
@@ -267,32 +272,27 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     package names) is ``None`` when the bundle has no ``packages/units.json`` to say. When the node's
     zone is unknown (``node.tz_unknown``) every event is flagged ``tz-unknown`` and each coverage's
     ``uncertain`` is :data:`forensics.timeutil.ZONE_UNKNOWN_NOTE`: the times are read as UTC, ±14 h.
-    Raises nothing for bad file contents.
+    ``windows`` (UTC ``(start, end)`` pairs, the incident windows): a dpkg.log line whose text time lies
+    farther than :data:`forensics.timeutil.WINDOW_REACH` from all of them makes no event; it is counted in
+    the fact ``package_lines_outside_windows`` (and in ``package_event_counts``), and its time, its change of
+    a package and its place in the coverage are kept as before. Raises nothing for bad file contents.
     """
     reading = Reading()
     units = _load_units(bundle, reading.problems)
-    counts, last_change = {}, {}
+    counts, last_change, outside = {}, {}, {}
     zone_note = ZONE_UNKNOWN_NOTE if node.tz_unknown else None
     for log, reader in ((DPKG, _dpkg_events), (APT, _apt_events), (UU, _uu_events)):
         span, spans = _Span(), []
         rotated = pr.load(bundle, log.source, reading.problems)
         files = [a for a in _stored(bundle, log) if PurePosixPath(a.path).name not in (rotated.get("duplicates") or {})]
         more = {"changes": last_change} if log is DPKG else {}
-        add = reading.events.append
+        if log is DPKG and windows is not None:
+            more["near"] = near_windows(windows, WINDOW_REACH)
+            outside[log.source] = 0
         for art in files:
-            one = pr.FileSpan.of(art)
-            for ev, end in reader(bundle.path(art.path), art.path, node.tz, units, reading.problems, **more):
-                if zone_note:
-                    ev.flags = ev.flags + ("tz-unknown",)
-                span.add(ev, end)
-                at = ev.at
-                if one.first is None or at < one.first:
-                    one.first = at
-                tail = at if end is None or end < at else end
-                if one.last is None or tail > one.last:
-                    one.last = tail
-                add(ev)
-            spans.append(one)
+            lines = reader(bundle.path(art.path), art.path, node.tz, units, reading.problems, **more)
+            spans.append(_read_file(art, lines, span, reading.events, "tz-unknown" if zone_note else None, outside,
+                                    log.source))
         cov = still_written(_coverage(bundle, log, files, span, node), bundle.manifest)
         cov.reason += pr.note(rotated) + pr.heads(spans)
         empty = [PurePosixPath(a.path).name for a in files if pp.current(a.path) and a.size == 0]
@@ -307,7 +307,33 @@ def read(bundle: Bundle, node: NodeFacts) -> Reading:
     reading.facts = {"packages_last_change": {k: iso_z(v) for k, v in sorted(last_change.items())},
                      "package_event_counts": counts,
                      "packages_with_unit_scripts": None if units is None else len(units)}
+    if windows is not None:
+        reading.facts["package_lines_outside_windows"] = outside
     return reading
+
+
+def _read_file(art, lines, span: _Span, events: list, flag: str | None, outside: dict, source: str) -> pr.FileSpan:
+    """Take the ``(event or None, end)`` pairs a reader of :mod:`collectors.packages.events` gives for the stored
+    file ``art`` into ``events`` (each flagged ``flag`` when given) and ``span``; ``(None, at)`` is a line outside
+    every window (counted in ``outside[source]``, its time still in the spans). Returns the file's own span."""
+    one = pr.FileSpan.of(art)
+    for ev, end in lines:
+        if ev is None:
+            at, end = end, None
+            span.saw(at)
+            outside[source] += 1
+        else:
+            if flag:
+                ev.flags = ev.flags + (flag,)
+            span.add(ev, end)
+            at = ev.at
+            events.append(ev)
+        if one.first is None or at < one.first:
+            one.first = at
+        tail = at if end is None or end < at else end
+        if one.last is None or tail > one.last:
+            one.last = tail
+    return one
 
 
 def still_written(cov: Coverage, manifest: dict) -> Coverage:

@@ -34,26 +34,67 @@ def _ships(units: set[str] | None, package: str | None) -> bool | None:
 CHANGE_ACTIONS = ("install", "upgrade", "remove", "purge", "disappear")
 
 
-def _dpkg_events(path, rel, tz, units, problems, changes: dict | None = None):
+def _dpkg_events(path, rel, tz, units, problems, changes: dict | None = None, near=None):
     """dpkg.log lines as :meth:`forensics.events.Event.deferred` events: the time and flags now, the
     summary, attrs, evidence and original made from the line's text only when read (:func:`_dpkg_fields`;
     most lines of a long-lived node's log are only counted). ``changes`` (package name -> UTC time),
-    when given, gets the latest install, upgrade, removal or purge (:data:`CHANGE_ACTIONS`) of each package."""
+    when given, gets the latest install, upgrade, removal or purge (:data:`CHANGE_ACTIONS`) of each package.
+    ``near`` (a test of the line's ``YYYY-MM-DD HH:MM:SS`` text, :func:`near_windows`), when given, passes
+    over the dated lines it refuses by that string alone: each is yielded as ``(None, its UTC time)``, no
+    event made (issue 30), its change still taken."""
     bad = pp.LineProblems(rel, problems)
     ctx = (rel, units)
     for n, text in pp.read_lines(path, rel, problems):
+        if near is not None and not near(text[:19]) and (when := pp.dpkg_stamp(text)) is not None:
+            at = localize(when, tz)[0]
+            if changes is not None and text[20:].split(" ", 1)[0] in CHANGE_ACTIONS:
+                _changed(changes, pp.parse_dpkg_line(text), at)
+            yield None, at
+            continue
         p = pp.parse_dpkg_line(text)
         if p is None:
             bad.add(n, "no timestamp: " + text[:80] if text.strip() else "blank line")
             continue
         at, flags = localize(p.when, tz)
-        if changes is not None and p.action in CHANGE_ACTIONS:
-            name = pp.package_name(p.package)
-            if name not in changes or at >= changes[name]:
-                changes[name] = at
+        if changes is not None:
+            _changed(changes, p, at)
         yield Event.deferred(at, "dpkg", "package.dpkg-action", flags if p.parsed else flags + ("unparsed",),
                              _dpkg_fields, ctx, text, n), None
     bad.flush()
+
+
+def _changed(changes: dict, p: pp.DpkgLine, at: datetime) -> None:
+    if p.action in CHANGE_ACTIONS:
+        name = pp.package_name(p.package)
+        if name not in changes or at >= changes[name]:
+            changes[name] = at
+
+
+def near_windows(windows, reach) -> callable:
+    """A test of a zone-less log line's ``YYYY-MM-DD HH:MM:SS`` text: true when it lies within ``reach``
+    (a timedelta) of one of ``windows`` (UTC ``(start, end)`` pairs), compared as text with the bounds
+    written in UTC; ``reach`` must hold any zone's offset besides what the rules look at
+    (:data:`forensics.timeutil.WINDOW_REACH`). With no window, nothing is near."""
+    from bisect import bisect_right
+    fmt = "%Y-%m-%d %H:%M:%S"
+    spans = []
+    for start, end in sorted(windows):
+        try:
+            lo, hi = (start - reach).strftime(fmt), (end + reach).strftime(fmt)
+        except OverflowError:  # a window within two days of year 1 or 9999: every line is near
+            return lambda _stamp: True
+        if len(lo) != 19 or len(hi) != 19:  # before year 1000: the text would not sort as the time
+            return lambda _stamp: True
+        if spans and lo <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    los = [lo for lo, _ in spans]
+
+    def near(stamp: str) -> bool:
+        i = bisect_right(los, stamp) - 1
+        return i >= 0 and stamp <= spans[i][1]
+    return near
 
 
 def _dpkg_fields(ctx: tuple, text: str, n: int) -> tuple[str, dict, dict, str]:

@@ -94,6 +94,12 @@ def _seconds(text: str) -> datetime | None:
     return _naive(text, "%Y-%m-%d %H:%M:%S")
 
 
+def dpkg_stamp(line: str) -> datetime | None:
+    """The naive time of a dpkg.log line that :func:`parse_dpkg_line` reads as dated (its first 19
+    characters, ``YYYY-MM-DD HH:MM:SS``, then a space or the line's end), else ``None``; memoised per second."""
+    return _seconds(line[:19]) if line[19:20] in ("", " ") else None
+
+
 def _version(token: str) -> str | None:
     return None if token[:1] == "<" and _NONE.match(token) else token
 

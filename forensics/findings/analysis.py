@@ -23,7 +23,7 @@ from .consistency import contradictions
 from .headline import _cause_json, by_certainty, causes_checked, headline, verdict_sentences
 from .remedy_plan import plan
 from .kernel_lines import mark_duplicates
-from .correlator import correlate
+from .correlator import correlate, windows_of
 from ..events import KINDS, Event
 from ..source import Readings
 from ..timeutil import iso_z, local_iso, parse_iso, within
@@ -124,11 +124,14 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     m = bundle.manifest
     artifacts = bundle.artifacts()
     exposed = _exposure(facts, events, artifacts, problems)
-    incidents, cov = correlate(m, events, coverage, facts, exposed, facts.get("metrics"), nf.tz)
+    incidents, cov = _correlate(readings, m, exposed, full_timeline)
     incidents = by_certainty(incidents)
     tz = nf.tz
     _mark_windows(events, incidents)
     timeline, omitted = _timeline(events, incidents, tz, full_timeline)
+    for n in (facts.get("package_lines_outside_windows") or {}).values():  # context lines far from every window
+        if n:
+            omitted["package.dpkg-action"] = omitted.get("package.dpkg-action", 0) + n
     out = {
         "schema": SCHEMA,
         "node": m.get("node") or nf.hostname,
@@ -155,6 +158,24 @@ def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> di
     problems.extend({"artifact": "analysis", "message": f"the report contradicts itself: {said}"}
                     for said in contradictions(out))
     return out
+
+
+def _correlate(readings: Readings, m: dict, exposed: dict, full: bool):
+    """:func:`~forensics.findings.correlator.correlate` over ``readings``; when some collectors wait for the
+    incident windows (``readings.later``, forensics/ops/pipeline.py ``read_all(defer=True)``), they are read
+    first for the windows opened from the rest (for every line when ``full``), and again for every line
+    should the correlator then open other windows (their lines open none: a safeguard, not a path)."""
+    nf, events, facts = readings.node, readings.events, readings.facts
+    if readings.later is not None:
+        windows = None if full else windows_of(m, events, readings.coverage, exposed, facts.get("metrics"), nf.tz)
+        readings.later(windows)
+        flag_clock_problems(events, nf, m.get("collection"))  # the lines just read (idempotent for the rest)
+        incidents, cov = correlate(m, events, readings.coverage, facts, exposed, facts.get("metrics"), nf.tz)
+        if windows is None or [(i.start, i.end) for i in incidents] == windows:
+            return incidents, cov
+        readings.later(None)
+        flag_clock_problems(events, nf, m.get("collection"))
+    return correlate(m, events, readings.coverage, facts, exposed, facts.get("metrics"), nf.tz)
 
 
 def _node_facts(nf, m: dict, facts: dict) -> dict:

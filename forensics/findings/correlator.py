@@ -17,7 +17,7 @@ from .verdicts import Evidence, Window
 from ..events import Coverage, Event
 from ..timeutil import ZONE_UNCERTAINTY, iso_z, parse_iso
 
-__all__ = ["Incident", "correlate", "incidents_from", "window_text"]
+__all__ = ["Incident", "correlate", "incidents_from", "window_text", "windows_of"]
 
 
 def incidents_from(signs: Signs) -> list[Incident]:
@@ -41,16 +41,9 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], fac
     (confirmed or inferred) gets its rule's remedy. Returns ``(incidents with causes, coverage by source)``.
     Raises ``ValueError`` for a malformed manifest incident.
     """
-    collected = (manifest.get("collection") or {}).get("start")
     cov = {c.source: c for c in coverage}
     exposure = exposure or {}
-    rows = [r for r in exposure.get("containers") or [] if isinstance(r, dict)]
-    # a container broken only by inference from a reload opens no incident: the reload would then confirm itself
-    broken = [r for r in rows if r.get("broken") and r.get("broken_basis") not in ("inferred", "bpf")]
-    signs = Signs(manifest.get("incidents") or [], events, cov, broken,
-                  parse_iso(collected) if collected else None, metrics or {}, tz or timezone.utc,
-                  gpu_rows=[r for r in rows if r.get("gpu_injection") not in ("none", None)])
-    incidents = incidents_from(signs)
+    incidents = incidents_from(_signs(manifest, events, cov, exposure, metrics, tz))
     times = [e.at for e in events]
     ordered = all(a <= b for a, b in zip(times, times[1:]))
     boots = [e for e in events if e.kind == "journal.boot"]
@@ -70,6 +63,26 @@ def correlate(manifest: dict, events: list[Event], coverage: list[Coverage], fac
                 cause.remedy = rule.remedy(cause, evidence)
             inc.causes.append(cause)
     return incidents, cov
+
+
+def _signs(manifest: dict, events: list[Event], cov: dict[str, Coverage], exposure: dict, metrics: dict | None,
+           tz: tzinfo | None) -> Signs:
+    collected = (manifest.get("collection") or {}).get("start")
+    rows = [r for r in exposure.get("containers") or [] if isinstance(r, dict)]
+    # a container broken only by inference from a reload opens no incident: the reload would then confirm itself
+    broken = [r for r in rows if r.get("broken") and r.get("broken_basis") not in ("inferred", "bpf")]
+    return Signs(manifest.get("incidents") or [], events, cov, broken,
+                 parse_iso(collected) if collected else None, metrics or {}, tz or timezone.utc,
+                 gpu_rows=[r for r in rows if r.get("gpu_injection") not in ("none", None)])
+
+
+def windows_of(manifest: dict, events: list[Event], coverage: list[Coverage], exposure: dict | None = None,
+               metrics: dict | None = None, tz: tzinfo | None = None) -> list[tuple]:
+    """The ``(start, end)`` (UTC) of the incidents :func:`correlate` opens from the same arguments, without
+    weighing a cause: what the package logs are then read for (forensics/source.py ``WINDOWED``). Raises
+    ``ValueError`` for a malformed manifest incident."""
+    cov = {c.source: c for c in coverage}
+    return [(i.start, i.end) for i in incidents_from(_signs(manifest, events, cov, exposure or {}, metrics, tz))]
 
 
 def window_text(inc: Incident) -> str:

@@ -206,30 +206,65 @@ def interruptible():
             signal.signal(s, h)
 
 
-def read_all(bundle: Bundle) -> Readings:
+def read_all(bundle: Bundle, defer: bool = False) -> Readings:
     """Run every collector's ``read`` over the bundle (node facts first, from ``collectors.node``) and
-    merge what they give: the events sorted by time (stable: a source's own order is kept for equal
-    times), the coverage, the facts (a later collector's key replaces an earlier one's) and the
-    problems. A collector that raises becomes a problem (``{"artifact": its name, "message"}``), not a
-    crash, and so is a fact key not declared in :class:`forensics.source.Facts` (left out). Node facts lacking the systemd version take the one a reading found (``systemd_version``), and so do
-    the runtime facts' ``versions`` (the /dev/char rule of findings/exposure reads them there)."""
+    merge what they give (:func:`_merge`). A collector that raises becomes a problem (``{"artifact": its
+    name, "message"}``), not a crash.
+
+    ``defer``: the collectors that read for windows (``WINDOWED``, forensics/source.py: the package logs)
+    are not read yet; ``Readings.later(windows)`` reads them for the incident windows (UTC ``(start,
+    end)`` pairs, ``None``: everything) and completes the readings in place, as if read here
+    (issue 30: the analysis opens its incidents first, and a long-lived node's dpkg.log is then made
+    into events only near them). Without ``defer`` every collector reads everything."""
     from collectors import COLLECTORS, node as node_collector
 
     out = Readings(node_collector.facts(bundle))
+    parts: list[list] = []
     for mod in COLLECTORS:
-        name = mod.NAME
-        try:
-            r: Reading = mod.read(bundle, out.node)
-        except Exception as e:  # keep the other sources' evidence
-            out.problems.append({"artifact": name, "message": f"reading failed: {type(e).__name__}: {e}"})
+        wait = defer and getattr(mod, "WINDOWED", False)
+        parts.append([mod, None if wait else _read_one(mod, bundle, out.node)])
+    own = [_merge(out, parts, [])]
+    if any(r is None for _, r in parts):
+        def later(windows) -> None:
+            added = out.problems[own[0]:]  # what the analysis added since (an assessment that failed)
+            for part in parts:
+                if getattr(part[0], "WINDOWED", False):
+                    part[1] = _read_one(part[0], bundle, out.node, windows)
+            own[0] = _merge(out, parts, added)
+        out.later = later
+    return out
+
+
+def _read_one(mod, bundle: Bundle, node, windows=None) -> Reading:
+    try:
+        return mod.read(bundle, node, windows) if windows is not None else mod.read(bundle, node)
+    except Exception as e:  # keep the other sources' evidence
+        return Reading(problems=[{"artifact": mod.NAME, "message": f"reading failed: {type(e).__name__}: {e}"}])
+
+
+def _merge(out: Readings, parts: list[list], added: list[dict]) -> int:
+    """Put the readings of ``parts`` (``[collector, Reading or None]`` in ``COLLECTORS`` order) into ``out``, in
+    place: the events sorted by time (stable: a source's own order, then the collectors' order, is kept for
+    equal times), the coverage, the facts (a later collector's key replaces an earlier one's) and the problems,
+    then ``added``. A fact key not declared in :class:`forensics.source.Facts` is a problem and left out.
+    Node facts lacking the systemd version take the one a reading found (``systemd_version``), and so do the
+    runtime facts' ``versions`` (the /dev/char rule of findings/exposure reads them there). Returns the
+    number of the collectors' problems."""
+    events, coverage, facts, problems = [], [], {}, []
+    for mod, r in parts:
+        if r is None:
             continue
-        out.events.extend(r.events)
-        out.coverage.extend(r.coverage)
+        events.extend(r.events)
+        coverage.extend(r.coverage)
         for key in r.facts.keys() - FACT_KEYS:  # a fact no one declared is a collector bug, not evidence
-            out.problems.append({"artifact": name, "message": f"reading gave an undeclared fact {key!r}; "
-                                                              "it was left out (declare it in forensics.source.Facts)"})
-        out.facts.update({k: v for k, v in r.facts.items() if k in FACT_KEYS})
-        out.problems.extend(r.problems)
+            problems.append({"artifact": mod.NAME, "message": f"reading gave an undeclared fact {key!r}; "
+                                                             "it was left out (declare it in forensics.source.Facts)"})
+        facts.update({k: v for k, v in r.facts.items() if k in FACT_KEYS})
+        problems.extend(r.problems)
+    events.sort(key=attrgetter("at"))
+    out.events[:], out.coverage[:], out.problems[:] = events, coverage, problems + list(added)
+    out.facts.clear()
+    out.facts.update(facts)
     if not out.node.systemd_version and out.facts.get("systemd_version"):
         out.node.systemd_version = out.facts["systemd_version"]
     versions = (out.facts.get("runtime") or {}).get("versions")
@@ -237,8 +272,7 @@ def read_all(bundle: Bundle) -> Readings:
         # runtime_config is read before the journal, whose start-up banner may be the only witness (RHEL)
         versions["systemd"] = {"version": out.node.systemd_version,
                                "basis": out.facts.get("systemd_version_basis") or "node facts"}
-    out.events.sort(key=attrgetter("at"))
-    return out
+    return len(problems)
 
 
 @contextmanager
@@ -257,9 +291,9 @@ def _no_cycle_collection():
 
 
 def analyze(bundle: Bundle, full_timeline: bool = False) -> dict:
-    """The analysis dict of ``bundle`` (schema ``gpu-forensics/analysis/v1``): :func:`read_all`, then
-    :func:`forensics.findings.analysis.build` (``full_timeline`` keeps every context event in
-    ``timeline[]``). Raises ``ValueError`` for a malformed ``--incident`` window in the manifest."""
+    """The analysis dict of ``bundle`` (schema ``gpu-forensics/analysis/v1``): :func:`read_all` (the package
+    logs deferred to the incident windows), then :func:`forensics.findings.analysis.build` (``full_timeline``
+    keeps every context event in ``timeline[]``, and reads every package log line). Raises ``ValueError`` for a malformed ``--incident`` window in the manifest."""
     from ..findings.analysis import build
     with _no_cycle_collection():
-        return build(read_all(bundle), bundle, full_timeline)
+        return build(read_all(bundle, defer=True), bundle, full_timeline)
