@@ -43,8 +43,8 @@ from .reader import _ReaderSource, cursor_fields
 #: (:class:`collectors.journal.pages._Pages`), and they share the collection's deadline
 WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 COPY_PREFIX = ".journal-copy-"
-KEPT_OPEN = 4  #: files whose readers :meth:`_FileSet.scan` keeps open between scans
-FOLDED = ("_BOOT_ID", "_SYSTEMD_UNIT", "UNIT")  #: the fields whose values :meth:`_FileSet.unique` gives
+KEPT_OPEN = 1  #: files whose readers :meth:`_FileSet.scan` keeps open between the scans of time windows
+FOLDED = ("_BOOT_ID", "_SYSTEMD_UNIT")  #: the fields whose values :meth:`_FileSet.unique` gives
 #: matches whose first and last entry :meth:`_FileSet.edge` gives besides the journal's and each boot's
 EDGE_GROUPS = ((("_TRANSPORT", "kernel"),),)
 
@@ -128,29 +128,34 @@ class _FileSet:
     def scan(self, groups, start=None, end=None):
         """As :meth:`collectors.journal.reader._ReaderSource.scan`, each file through readers
         opened for it alone and closed when its entries are done."""
-        todo = self._holding(start, end) if start is not None and end is not None else self.fds
+        windowed = start is not None and end is not None
+        todo = self._holding(start, end) if windowed else self.fds
         for i, fd in enumerate(todo):
             try:
                 if self._expired():
                     raise TimeoutError
-                src = self.cur = self._reader(fd)
+                src = self.cur = self._reader(fd) if windowed else self._open(fd)
+                src.deadline, src.drop_at_scan = self.deadline, False  # opened for this scan: nothing to let go
                 try:
                     if self.folded < len(self.fds) and self.fds[self.folded] == fd:
                         self._fold(src)
                     yield from src.scan(groups, start, end)
                 finally:
                     self.cur = None
+                    if not windowed:  # a whole file's pass: its pages go with its reader
+                        self._took(src, fd)
+                        src.close()
             except TimeoutError:
                 raise TimeoutError(spent(len(todo) - i, len(todo), self.names.get(fd, fd))) from None
 
     def _reader(self, fd: int) -> _ReaderSource:
-        """The source of file ``fd`` for a scan: one of the last :data:`KEPT_OPEN` opened (the requester windows,
-        in time order, scan the same few files one after the other: opening and closing a reader for
-        each of their ~3,600 scans on bench L cost a third of their time), else a new one."""
+        """The source of file ``fd`` for a scan of a time window: one of the last :data:`KEPT_OPEN` opened (the
+        requester windows, in time order, scan the same few files one after the other: opening and closing a
+        reader for each of their ~3,600 scans on bench L cost a third of their time; a window touches few pages),
+        else a new one. A whole file's pass opens its own and closes it, letting its pages go."""
         src = self.open_.pop(fd, None)
         if src is None:
             src = self._open(fd)
-            src.deadline, src.drop_at_scan = self.deadline, False
             while len(self.open_) >= KEPT_OPEN:
                 self._let_go(next(iter(self.open_)))
         self.open_[fd] = src  # the most recent last
@@ -205,6 +210,16 @@ class _FileSet:
         """The values of ``field_`` (one of :data:`FOLDED`) in any file, sorted."""
         self._fold_all()
         return sorted(self._values[field_])
+
+    def unique_holding(self, field_: str, texts: tuple[str, ...]) -> list[str]:
+        """The values of ``field_`` that hold one of ``texts`` in any file, sorted (each file's through its reader:
+        :meth:`collectors.journal.reader._ReaderSource.unique_holding`)."""
+        got = set()
+        for fd in self.fds:
+            if self._expired():
+                raise TimeoutError(spent(1, 1, self.names.get(fd, fd)))
+            got.update(self._reader(fd).unique_holding(field_, texts))
+        return sorted(got)
 
     def edge(self, group=(), last=False) -> dict | None:
         """The first (``last``: last) entry of the journal (``group`` empty), of one boot

@@ -168,6 +168,10 @@ class _JournalctlSource:
         values = (line.rstrip(b"\n") for line in self._lines(["-F", field_]))
         return sorted(v.decode("utf-8", "replace") for v in values if v)
 
+    def unique_holding(self, field_: str, texts: tuple[str, ...]) -> list[str]:
+        """The values of ``field_`` that hold one of ``texts``, sorted (``journalctl -F``)."""
+        return [v for v in self.unique(field_) if any(t in v for t in texts)]
+
     def edge(self, group=(), last=False) -> dict | None:
         args = ["-o", "json"] + (["-n", "1"] if last else []) + self._matches([group] if group else [])
         found = list(self._entries(self._lines(args, first_only=not last)))

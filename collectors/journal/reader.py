@@ -433,6 +433,12 @@ class _ReaderSource:
     def unique(self, field_: str) -> list[str]:
         return sorted(v.decode("utf-8", "replace") for v in self.all.query_unique(field_))
 
+    def unique_holding(self, field_: str, texts: tuple[str, ...]) -> list[str]:
+        """The values of ``field_`` that hold one of ``texts``, sorted: from each file's own index of them
+        (:func:`collectors.journal.unique.holding_in`), else :meth:`unique`'s that hold one."""
+        got = unique.holding_in(self.fds, field_, texts, self._tick, DATA_THRESHOLD)
+        return got if got is not None else [v for v in self.unique(field_) if any(t in v for t in texts)]
+
     def edge(self, group=(), last=False) -> dict | None:
         self.pages.check(force=True)
         self.r = r = self.all

@@ -23,8 +23,9 @@ from .header import iso_usec
 from forensics import kmsg, neighbours
 from .kernel import KERNEL, claims_kernel, kernel_rule
 from .runtime import UPDATE_TEXT, update_resources
-from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, healthy_probe, log_trusted, manager_line, nvml_error,
-                      nvml_unit, pid1_trusted, sudo_trusted, symptom_line, text, unit_action, unit_matters)
+from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, UNIT_PARTS, UNITS_THAT_MATTER,
+                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, sudo_trusted,
+                      symptom_line, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -284,12 +285,14 @@ def passed(src, groups, since, rule, problems: list[str], what: str, texts=None,
             yield r, e, False
 
 
-#: the entries of :data:`~collectors.journal.wording.PID1` whose trust the index cannot give (issue 30): ``_PID=1`` on a foreign
-#: transport, and those whose *values* claim PID 1 (``SYSLOG_IDENTIFIER=systemd`` with ``SYSLOG_PID=1``:
-#: early-boot lines journald read from /dev/kmsg, and ``logger -t systemd`` look-alikes). PID 1's native
-#: lines carry no ``SYSLOG_PID`` (systemd's log.c), so these are few; the rest of PID 1's lines are found
-#: by ``_PID=1`` alone, which journald takes from the sender's credentials
+#: the entries of :data:`~collectors.journal.wording.PID1` whose trust the index cannot give (issue 30): ``_PID=1``
+#: on a transport where journald's ``_PID`` is the sender's, and those whose *values* claim PID 1
+#: (``SYSLOG_IDENTIFIER=systemd`` with ``SYSLOG_PID=1``: early-boot lines journald read from /dev/kmsg, and
+#: ``logger -t systemd`` look-alikes). PID 1's native lines carry no ``SYSLOG_PID`` (systemd's log.c), so these
+#: are few; PID 1's own lines are found by ``_PID=1``, which journald takes from the sender's credentials
 PID1_CLAIMS = [[("_PID", "1"), *(("_TRANSPORT", t) for t in FOREIGN_TRANSPORTS)], PID1[1]]
+#: texts one of which every unit that matters (:func:`~collectors.journal.wording.unit_matters`) holds
+_MATTERING = covering(tuple(sorted(UNITS_THAT_MATTER)) + UNIT_PARTS)
 
 
 def manager_rule(e) -> str | None:
@@ -308,7 +311,7 @@ def pid1_passes(src) -> list[tuple[str, list, object]]:
     :data:`PID1_CLAIMS`, the few entries whose trust the index cannot give, by
     :func:`pid1_rule`. Together they keep what :func:`pid1_rule` keeps over :data:`~collectors.journal.wording.PID1`,
     without reading four fields of each of PID 1's lines (~220,000 on bench L) to find a few thousand."""
-    units = [u for u in src.unique("UNIT") if unit_matters(u)]
+    units = [u for u in src.unique_holding("UNIT", _MATTERING) if unit_matters(u)]
     return [("PID 1 lines", [[("_PID", "1")]], manager_rule),
             *([("PID 1 unit lines", [[("_PID", "1"), *(("UNIT", u) for u in units)]], pid1_rule)] if units else []),
             ("lines that claim PID 1", PID1_CLAIMS, pid1_rule)]
