@@ -303,15 +303,21 @@ def manager_rule(e) -> str | None:
     return "pid1" if pid1_trusted(e) else "forged"
 
 
-def pid1_passes(src) -> list[tuple[str, list, object]]:
+def pid1_passes(src, problems: list[str] | None = None) -> list[tuple[str, list, object]]:
     """PID 1's lines as three walks by journald's index (issue 30), each ``(what, groups, rule)``: every
     ``_PID=1`` entry by :func:`manager_rule` (MESSAGE read, the trusted fields only for a manager line);
     the ``_PID=1`` entries of the units that matter (``UNIT=`` of ``src``'s values that
     :func:`~collectors.journal.wording.unit_matters` keeps) by :func:`pid1_rule`; and
     :data:`PID1_CLAIMS`, the few entries whose trust the index cannot give, by
     :func:`pid1_rule`. Together they keep what :func:`pid1_rule` keeps over :data:`~collectors.journal.wording.PID1`,
-    without reading four fields of each of PID 1's lines (~220,000 on bench L) to find a few thousand."""
-    units = [u for u in src.unique_holding("UNIT", _MATTERING) if unit_matters(u)]
+    without reading four fields of each of PID 1's lines (~220,000 on bench L) to find a few thousand.
+    When the units cannot be listed (the time budget spent), that goes to ``problems`` and their walk is left out."""
+    try:
+        units = [u for u in src.unique_holding("UNIT", _MATTERING) if unit_matters(u)]
+    except OSError as e:  # the time budget (TimeoutError) or a file that cannot be read: the other walks still run
+        units = []
+        if problems is not None:
+            problems.append(f"PID 1 unit lines: reading stopped early: {e}")
     return [("PID 1 lines", [[("_PID", "1")]], manager_rule),
             *([("PID 1 unit lines", [[("_PID", "1"), *(("UNIT", u) for u in units)]], pid1_rule)] if units else []),
             ("lines that claim PID 1", PID1_CLAIMS, pid1_rule)]
@@ -321,7 +327,7 @@ def _pid1_pass(src, since, problems: list[str], keep) -> list[tuple]:
     """PID 1's lines (:func:`pid1_passes`), kept; returns the ``(µs, caller pid)`` of each reload, re-exec or
     SIGHUP line, around which the requesters are looked for."""
     triggers = []
-    for what, groups, rule_ in pid1_passes(src):
+    for what, groups, rule_ in pid1_passes(src, problems):
         for rule, e, whole in passed(src, groups, since, rule_, problems, what):
             keep(rule, e if whole else None)
             k = manager_line(text(e.get("MESSAGE"))) if rule == "pid1" else None
