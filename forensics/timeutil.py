@@ -241,7 +241,8 @@ def _clock_time(text: str, m: re.Match, now: datetime, zone: Callable[[], tzinfo
 def within(windows: Iterable[tuple[datetime, datetime]]) -> Callable[[datetime], bool]:
     """A test ``t -> bool``: is ``t`` inside one of the closed ``windows`` ``(lo, hi)``. The windows
     are merged and sorted once, so each test is one bisection instead of a scan of every window
-    (a timeline asks it for every dpkg.log line). A window with ``lo > hi`` holds nothing."""
+    (a timeline asks it for every dpkg.log line). A window with ``lo > hi`` holds nothing. Any values
+    that order as their times do serve: datetimes, or fixed-width time text (collectors/packages/events.py)."""
     merged: list[list[datetime]] = []
     for lo, hi in sorted(w for w in windows if w[0] <= w[1]):
         if merged and lo <= merged[-1][1]:

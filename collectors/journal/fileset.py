@@ -218,7 +218,13 @@ class _FileSet:
         for fd in self.fds:
             if self._expired():
                 raise TimeoutError(spent(1, 1, self.names.get(fd, fd)))
-            got.update(self._reader(fd).unique_holding(field_, texts))
+            src = self._open(fd)  # a whole file's walk: its pages go with its reader, as in scan
+            src.deadline = self.deadline
+            try:
+                got.update(src.unique_holding(field_, texts))
+            finally:
+                self._took(src, fd)
+                src.close()
         return sorted(got)
 
     def edge(self, group=(), last=False) -> dict | None:

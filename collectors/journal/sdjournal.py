@@ -17,10 +17,11 @@ the local journal), ``fileno``/``reliable_fd``/``get_timeout_ms``/``process`` (s
 ``get_previous`` / iteration giving entries as dicts of text fields (a list for a repeated field) with
 ``__REALTIME_TIMESTAMP`` as a UTC datetime.
 
-The calls made once per entry or per field (:data:`_HOT`: ``sd_journal_next``, ``sd_journal_get_data``,
-``sd_journal_get_realtime_usec``, ``sd_journal_enumerate_data``/``_unique``) have no ``argtypes``: they are
-always given ctypes objects (the journal as a ``c_void_p``, ``byref``s made once per reader), and a call
-without ctypes' conversions costs about half as much. Importing raises ``OSError`` where the library
+The calls made once per entry or per field (those given ``None`` in the table below: ``sd_journal_next``,
+``_previous``, ``sd_journal_get_data``, ``sd_journal_get_realtime_usec``, ``sd_journal_enumerate_data``/``_unique``)
+have no ``argtypes``: they are always given ctypes objects (the journal as a ``c_void_p``, ``byref``s made once
+per reader), and a call without ctypes' conversions costs about half as much; their callers test the result
+inline rather than through ``_check`` (one frame less per entry). Importing raises ``OSError`` where the library
 cannot be loaded and ``AttributeError`` where it lacks a call (libsystemd before 230).
 """
 from __future__ import annotations
@@ -36,8 +37,6 @@ NOP, APPEND, INVALIDATE = 0, 1, 2
 
 lib = ctypes.CDLL("libsystemd.so.0", use_errno=True)
 _p, _sz, _u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
-_HOT = ("sd_journal_next", "sd_journal_previous", "sd_journal_get_data", "sd_journal_get_realtime_usec",
-        "sd_journal_enumerate_data", "sd_journal_enumerate_unique")
 for _name, _args in {
         "sd_journal_open_files_fd": [ctypes.POINTER(_p), ctypes.POINTER(ctypes.c_int), ctypes.c_uint, ctypes.c_int],
         "sd_journal_open_files": [ctypes.POINTER(_p), ctypes.POINTER(ctypes.c_char_p), ctypes.c_int],

@@ -98,7 +98,6 @@ def holding(fd: int, field: str, texts: tuple[bytes, ...], tick, threshold: int)
         lib.sd_journal_close(j)
 
 
-
 def holding_in(fds: list[int], field: str, texts: tuple[str, ...], tick, threshold: int) -> list[str] | None:
     """The values (text after ``FIELD=``, decoded with bad bytes replaced) of ``field`` that hold one of
     ``texts`` in any of the journal files open as ``fds``, sorted, read by :func:`holding` file by file, which

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from forensics.events import Event
 from forensics.excerpt import cut, excerpt
-from forensics.timeutil import iso_z, localize
+from forensics.timeutil import iso_z, localize, within
 
 import collectors.packages.parse as pp
 
@@ -73,28 +73,18 @@ def _changed(changes: dict, p: pp.DpkgLine, at: datetime) -> None:
 def near_windows(windows, reach) -> callable:
     """A test of a zone-less log line's ``YYYY-MM-DD HH:MM:SS`` text: true when it lies within ``reach``
     (a timedelta) of one of ``windows`` (UTC ``(start, end)`` pairs), compared as text with the bounds
-    written in UTC; ``reach`` must hold any zone's offset besides what the rules look at
-    (:data:`forensics.timeutil.WINDOW_REACH`). With no window, nothing is near."""
-    from bisect import bisect_right
-    fmt = "%Y-%m-%d %H:%M:%S"
-    spans = []
-    for start, end in sorted(windows):
+    written in UTC (:func:`forensics.timeutil.within` over the texts); ``reach`` must hold any zone's offset
+    besides what the rules look at (:data:`forensics.timeutil.WINDOW_REACH`). With no window, nothing is near."""
+    fmt, bounds = "%Y-%m-%d %H:%M:%S", []
+    for start, end in windows:
         try:
             lo, hi = (start - reach).strftime(fmt), (end + reach).strftime(fmt)
         except OverflowError:  # a window within two days of year 1 or 9999: every line is near
             return lambda _stamp: True
         if len(lo) != 19 or len(hi) != 19:  # before year 1000: the text would not sort as the time
             return lambda _stamp: True
-        if spans and lo <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], hi)
-        else:
-            spans.append([lo, hi])
-    los = [lo for lo, _ in spans]
-
-    def near(stamp: str) -> bool:
-        i = bisect_right(los, stamp) - 1
-        return i >= 0 and stamp <= spans[i][1]
-    return near
+        bounds.append((lo, hi))
+    return within(bounds)
 
 
 def _dpkg_fields(ctx: tuple, text: str, n: int) -> tuple[str, dict, dict, str]:
