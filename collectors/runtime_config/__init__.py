@@ -34,7 +34,7 @@ import shlex
 import subprocess
 import tomllib
 
-from forensics import hostfs
+from forensics import configdoc as cd, hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
@@ -42,7 +42,7 @@ from forensics.redact_config import format_of, store_config
 from forensics.source import CollectContext, Reading
 from .devices import device_nodes
 from . import engines
-from .parse import (CDI_DIRS, _get, _str_list, cdi_spec, containerd_settings, nvidia_majors, oci_hook_file,
+from .parse import (CDI_DIRS, cdi_spec, containerd_settings, nvidia_majors, oci_hook_file,
                     toolkit_settings)
 
 FACTS = "runtime/facts.json"
@@ -80,11 +80,11 @@ def acquire(ctx: CollectContext) -> None:
     docs = [d for d in (_toml_or_none(w.dir, f["path"]) for f in facts["containerd_files"]) if d is not None]
     extra = list(containerd_settings(docs)["cdi_spec_dirs"]) if docs else []
     for t in toolkit:  # CDI directories named by containerd or the toolkit are read too
-        extra += _str_list(_get(_toml_or_none(w.dir, t["path"]), "nvidia-container-runtime", "modes", "cdi", "spec-dirs"))
+        extra += cd.str_list(cd.get(_toml_or_none(w.dir, t["path"]), "nvidia-container-runtime", "modes", "cdi", "spec-dirs"))
     facts["cdi_dirs"] = _acquire_dirs(ctx, [*CDI_DIRS, *(d for d in extra if isinstance(d, str))][:8],
                                       (".json", ".yaml", ".yml"))
     facts["stack"] = engines.acquire(ctx)  # Docker, CRI-O, k3s/RKE2, Bottlerocket, GPU Operator, HAMi signs
-    hooks_dirs = [*HOOKS_DIRS, engines.OPERATOR_HOOKS, *facts["stack"]["crio_hooks_dirs"]]
+    hooks_dirs = [*HOOKS_DIRS, engines.OPERATOR_HOOKS, *facts["stack"]["engine_hooks_dirs"]]
     facts["hooks_dirs"] = _acquire_dirs(ctx, list(dict.fromkeys(hooks_dirs))[:8], (".json",))
     ctx.copy("/proc/devices", "runtime/proc/devices", limit=1 << 20)
     facts["driver_root"] = {"path": DRIVER_ROOT, "exists": hostfs.exists(ctx.root, DRIVER_ROOT)}
@@ -113,7 +113,7 @@ def _acquire_containerd(ctx) -> list[dict]:
         a = store_config(ctx, path, "runtime" + path, "toml", FILE_LIMIT)
         files.append({"source": path, "path": a.path, "imported_by": parent})
         doc = _toml_or_none(ctx.writer.dir, a.path)
-        for imp in _str_list((doc or {}).get("imports")):
+        for imp in cd.str_list((doc or {}).get("imports")):
             pending.extend((p, path) for p in _resolve_import(ctx.root, path, imp))
     return files
 

@@ -14,6 +14,7 @@ import posixpath
 
 import yaml
 
+from forensics import configdoc as cd
 from forensics.versions import version_tuple
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  #: CDI SPEC.md spec directories: containerd's and the toolkit's default
@@ -46,15 +47,15 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
     deep = (major[0] >= 2) if major else cfgv >= 3
     merged: dict = {}
     for d in docs:
-        merged = _merge(merged, d, deep_plugins=deep)
-    cri = _tab(_get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
-    has_cri = any(isinstance(_get(merged, *p), dict) for p in CRI_TABLES.values())
+        merged = cd.merge(merged, d, deep_plugins=deep)
+    cri = cd.tab(cd.get(merged, *CRI_TABLES.get(cfgv, CRI_TABLES[2])))
+    has_cri = any(isinstance(cd.get(merged, *p), dict) for p in CRI_TABLES.values())
     if not cri:
-        cri = next((t for t in (_tab(_get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
-    disabled = [n for n in _str_list(merged.get("disabled_plugins")) if n in CRI_IDS]
+        cri = next((t for t in (cd.tab(cd.get(merged, *p)) for p in CRI_TABLES.values()) if t), {})
+    disabled = [n for n in cd.str_list(merged.get("disabled_plugins")) if n in CRI_IDS]
     # the pre-shim-v2 runtime (io.containerd.runtime.v1.linux) takes its binary and cgroup driver elsewhere
-    linux_runtime = _text(_tab(_get(merged, "plugins", "io.containerd.runtime.v1.linux")
-                               or _get(merged, "plugins", "linux")).get("runtime"))
+    linux_runtime = cd.text(cd.tab(cd.get(merged, "plugins", "io.containerd.runtime.v1.linux")
+                               or cd.get(merged, "plugins", "linux")).get("runtime"))
     runtimes, default = _cri_runtimes(cri, linux_runtime)
 
     def is_nvidia(n):
@@ -79,28 +80,28 @@ def containerd_settings(docs: list[dict], containerd_version: str | None = None)
             "nvidia_binary": runtimes[gpu]["BinaryName"] if is_nvidia(gpu) else None,
             "systemd_cgroup": sc, "systemd_cgroup_basis": sc_basis, "cri_disabled": bool(disabled), "cri_table": has_cri,
             "enable_cdi": cdi, "enable_cdi_basis": cdi_basis,
-            "cdi_spec_dirs": _str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
+            "cdi_spec_dirs": cd.str_list(cri.get("cdi_spec_dirs")) or list(CDI_DIRS)}
 
 
 def _cri_runtimes(cri: dict, linux_runtime: str | None) -> tuple[dict, str]:
     """``(runtimes, default runtime name)`` of the CRI plugin's table: each handler's type, its
     ``SystemdCgroup`` (a v1 shim takes the plugin's ``systemd_cgroup``) with its basis, and ``BinaryName``;
     the default handler is always there (``runc``, containerd's default, unless the config names one)."""
-    ctr = _tab(cri.get("containerd"))
-    handlers = {str(k): _tab(v) for k, v in _tab(ctr.get("runtimes")).items()}
-    default = _text(ctr.get("default_runtime_name"))
-    if not default and _tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
+    ctr = cd.tab(cri.get("containerd"))
+    handlers = {str(k): cd.tab(v) for k, v in cd.tab(ctr.get("runtimes")).items()}
+    default = cd.text(ctr.get("default_runtime_name"))
+    if not default and cd.tab(ctr.get("default_runtime")).get("runtime_type"):  # 1.x: a typed default_runtime
         default = "default"
         handlers.setdefault("default", ctr["default_runtime"])
     default = default or "runc"
     runtimes = {}
     for name, rt in handlers.items():
-        opts = _tab(rt.get("options"))
+        opts = cd.tab(rt.get("options"))
         v1_shim = rt.get("runtime_type") == "io.containerd.runtime.v1.linux"
         sc = cri.get("systemd_cgroup") if v1_shim else opts.get("SystemdCgroup")
-        runtimes[name] = {"runtime_type": _text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
+        runtimes[name] = {"runtime_type": cd.text(rt.get("runtime_type")), "SystemdCgroup": sc is True,
                           "SystemdCgroup_basis": "config" if isinstance(sc, bool) else "default",
-                          "BinaryName": linux_runtime if v1_shim else _text(opts.get("BinaryName"))}
+                          "BinaryName": linux_runtime if v1_shim else cd.text(opts.get("BinaryName"))}
     runtimes.setdefault(default, {"runtime_type": "io.containerd.runc.v2", "SystemdCgroup": False,
                                   "SystemdCgroup_basis": "default", "BinaryName": None})
     return runtimes, default
@@ -127,9 +128,9 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
     ``legacy`` before (internal/info/auto.go; CDI-only requests and Tegra still pick cdi/csv per
     container); ``None`` when the version is unknown. Defaults from api/config/v1/config.go; a value
     of the wrong type counts as absent. Raises nothing for any dict."""
-    rt = _tab(doc.get("nvidia-container-runtime"))
-    mode = _text(rt.get("mode")) or "auto"
-    out = {"mode": mode, "mode_basis": "config" if _text(rt.get("mode")) else "default (not set)",
+    rt = cd.tab(doc.get("nvidia-container-runtime"))
+    mode = cd.text(rt.get("mode")) or "auto"
+    out = {"mode": mode, "mode_basis": "config" if cd.text(rt.get("mode")) else "default (not set)",
            "mode_resolved": mode, "resolved_basis": "set explicitly"}
     if mode == "auto":
         v = version_tuple(toolkit_version)
@@ -139,9 +140,9 @@ def toolkit_settings(doc: dict, toolkit_version: str | None) -> dict:
             out["mode_resolved"] = "jit-cdi" if v >= JIT_CDI_SINCE else "legacy"
             since = ">=" if v >= JIT_CDI_SINCE else "<"
             out["resolved_basis"] = f"auto with toolkit {toolkit_version} ({since} 1.18.0)"
-    out["no_cgroups"] = _tab(doc.get("nvidia-container-cli")).get("no-cgroups") is True
-    out["cli_root"] = _text(_tab(doc.get("nvidia-container-cli")).get("root"))  # the driver root the hook uses
-    out["spec_dirs"] = _str_list(_get(rt, "modes", "cdi", "spec-dirs")) or list(CDI_DIRS)
+    out["no_cgroups"] = cd.tab(doc.get("nvidia-container-cli")).get("no-cgroups") is True
+    out["cli_root"] = cd.text(cd.tab(doc.get("nvidia-container-cli")).get("root"))  # the driver root the hook uses
+    out["spec_dirs"] = cd.str_list(cd.get(rt, "modes", "cdi", "spec-dirs")) or list(CDI_DIRS)
     envvar = doc.get("accept-nvidia-visible-devices-envvar-when-unprivileged")
     out["accept_envvar_when_unprivileged"] = envvar if isinstance(envvar, bool) else True
     out["accept_volume_mounts"] = doc.get("accept-nvidia-visible-devices-as-volume-mounts") is True
@@ -175,20 +176,20 @@ def cdi_spec(data: bytes, source: str) -> dict:
     if not isinstance(doc, dict):
         out["problems"].append(f"CDI spec {source} is " + ("empty" if doc is None else "not a mapping"))
         return out
-    out["cdiVersion"], out["kind"] = _scalar(doc.get("cdiVersion")), _scalar(doc.get("kind"))
-    edits = [(None, _tab(doc.get("containerEdits")))]
+    out["cdiVersion"], out["kind"] = cd.scalar(doc.get("cdiVersion")), cd.scalar(doc.get("kind"))
+    edits = [(None, cd.tab(doc.get("containerEdits")))]
     for dev in doc.get("devices") if isinstance(doc.get("devices"), list) else []:
         if isinstance(dev, dict):
-            out["devices"].append(_scalar(dev.get("name")) or "")
-            edits.append((out["devices"][-1], _tab(dev.get("containerEdits"))))
+            out["devices"].append(cd.scalar(dev.get("name")) or "")
+            edits.append((out["devices"][-1], cd.tab(dev.get("containerEdits"))))
     for name, e in edits:
-        for n in [n for n in _list(e.get("deviceNodes")) if isinstance(n, dict)]:
-            out["device_nodes"].append({"device": name, "path": _text(n.get("path")),
-                                        "hostPath": _text(n.get("hostPath")), "type": _text(n.get("type")),
-                                        "major": _num(n.get("major")), "minor": _num(n.get("minor"))})
-        for h in [h for h in _list(e.get("hooks")) if isinstance(h, dict)]:
-            out["hooks"].append({"device": name, "hookName": _text(h.get("hookName")), "path": _text(h.get("path")),
-                                 "args": [a for a in _list(h.get("args")) if isinstance(a, str)]})
+        for n in [n for n in cd.items(e.get("deviceNodes")) if isinstance(n, dict)]:
+            out["device_nodes"].append({"device": name, "path": cd.text(n.get("path")),
+                                        "hostPath": cd.text(n.get("hostPath")), "type": cd.text(n.get("type")),
+                                        "major": cd.num(n.get("major")), "minor": cd.num(n.get("minor"))})
+        for h in [h for h in cd.items(e.get("hooks")) if isinstance(h, dict)]:
+            out["hooks"].append({"device": name, "hookName": cd.text(h.get("hookName")), "path": cd.text(h.get("path")),
+                                 "args": [a for a in cd.items(h.get("args")) if isinstance(a, str)]})
     missing = [k for k in ("cdiVersion", "kind") if not doc.get(k)] + ([] if out["devices"] else ["devices"])
     if missing:
         out["problems"].append(f"CDI spec {source} is invalid: missing {', '.join(missing)}")
@@ -204,8 +205,8 @@ def oci_hook_file(data: bytes, source: str) -> dict:
     try:
         doc = json.loads(data)
         hook = doc["hook"]
-        out.update(path=_text(hook.get("path")), args=[a for a in _list(hook.get("args")) if isinstance(a, str)],
-                   stages=[s for s in _list(doc.get("stages")) if isinstance(s, str)],
+        out.update(path=cd.text(hook.get("path")), args=[a for a in cd.items(hook.get("args")) if isinstance(a, str)],
+                   stages=[s for s in cd.items(doc.get("stages")) if isinstance(s, str)],
                    always=(doc.get("when") or {}).get("always"))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         out["problems"].append(f"OCI hook file {source} cannot be read: {type(e).__name__}: {e}")
@@ -227,51 +228,3 @@ def nvidia_majors(text: str) -> dict[str, int]:
                 and parts[1].startswith("nvidia"):
             out[parts[1]] = int(parts[0])
     return out
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-def _merge(a: dict, b: dict, deep_plugins: bool, depth: int = 0) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        replace_section = depth == 1 and not deep_plugins  # containerd 1.x: plugins.<id> replaced whole
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and not replace_section:
-            out[k] = _merge(out[k], v, deep_plugins, depth + 1 if (depth or k == "plugins") else 0)
-        else:
-            out[k] = v
-    return out
-
-
-def _get(d, *keys):
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
-def _tab(v) -> dict:
-    """A TOML/JSON/YAML table, or ``{}`` for a value of any other type."""
-    return v if isinstance(v, dict) else {}
-
-
-def _text(v) -> str | None:
-    """A non-empty string, or ``None`` for anything else."""
-    return v if isinstance(v, str) and v else None
-
-
-def _scalar(v) -> str | None:
-    """A YAML/JSON scalar as text (``cdiVersion: 0.6`` is a float to YAML), ``None`` for the rest."""
-    return str(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
-
-
-def _num(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _list(v) -> list:
-    return v if isinstance(v, list) else []
-
-
-def _str_list(v) -> list[str]:
-    return [x for x in (v if isinstance(v, list) else [v] if isinstance(v, str) else []) if isinstance(x, str)]
-

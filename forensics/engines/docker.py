@@ -6,13 +6,42 @@ container/container.go), data root /var/lib/docker unless ``dockerd --data-root`
 cri-dockerd (and dockershim before it) put in the container's labels (stacks.md section 6)."""
 from __future__ import annotations
 
-from forensics.engines.engine import Engine
+from forensics import configdoc as cd
+from forensics.engines.engine import Engine, Settings
 
 #: moby daemon/config ``DefaultContainersNamespace``
 NAMESPACE = "moby"
 DATA_ROOT = "/var/lib/docker"
 DAEMON_JSON = "/etc/docker/daemon.json"
 _WHY = "moby daemon/daemon_unix.go UsingSystemd, Docker 20.10+ (moby#40846); stacks.md section 6"
+
+
+
+def settings(docs: list[dict]) -> dict:
+    """``/etc/docker/daemon.json`` (dockerd(8) "Daemon configuration file") → ``{"runtimes": {name: path},
+    "default_runtime": str|None, "cgroup_driver": "systemd"|"cgroupfs"|None (``exec-opts``
+    ``native.cgroupdriver``; None: not set, dockerd's default applies), "cdi": bool|None
+    (``features.cdi``; None: not set: off before Docker 28.2, on from 28.2, stacks.md 6), "cdi_spec_dirs":
+    [str], "live_restore": bool (containers survive a dockerd restart)}``. ``docs``: the one file (none:
+    every value unset). A value of the wrong type counts as absent."""
+    doc = docs[0] if docs else {}
+    rts = {str(k): cd.text(cd.tab(v).get("path")) for k, v in cd.tab(doc.get("runtimes")).items()}
+    driver = None
+    for opt in cd.str_list(doc.get("exec-opts")):
+        key, _, val = opt.partition("=")
+        if key.strip() == "native.cgroupdriver" and val.strip() in ("systemd", "cgroupfs"):
+            driver = val.strip()
+    cdi = cd.tab(doc.get("features")).get("cdi")
+    return {"runtimes": rts, "default_runtime": cd.text(doc.get("default-runtime")), "cgroup_driver": driver,
+            "cdi": cdi if isinstance(cdi, bool) else None, "cdi_spec_dirs": cd.str_list(doc.get("cdi-spec-dirs")),
+            "live_restore": doc.get("live-restore") is True}
+
+
+def _driver(s: dict) -> tuple[str | None, str]:
+    v = s["cgroup_driver"]
+    return v, (f"exec-opts native.cgroupdriver={v}" if v else "exec-opts sets no native.cgroupdriver: dockerd's "
+               "default applies (systemd on cgroup v2 with systemd, else cgroupfs)")
+
 
 ENGINE = Engine(
     name="docker", title="Docker", scope_prefix="docker",   # moby daemon/oci_linux.go scopePrefix
@@ -21,4 +50,5 @@ ENGINE = Engine(
                     1: ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_WHY})")},
     cgroup_setting="daemon.json exec-opts native.cgroupdriver",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
-    cdi_run="docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L")
+    cdi_run="docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
+    settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True))

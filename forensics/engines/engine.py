@@ -2,6 +2,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where an engine keeps its own settings and how they read.
+
+    ``files``: host paths, read in override order; ``drop_ins``: a directory whose files ending in one of
+    ``suffixes`` follow them in name order (the first 32; ``None``: no drop-ins); ``fmt``: ``"json"`` or
+    ``"toml"``, how each file parses and is redacted (forensics/redact_config.py); ``what``: how a problem
+    names them (``"CRI-O config"``); ``parse(docs)``: the parsed documents in override order -> the settings
+    the analysis carries as ``stack.<engine>`` (a value of the wrong type counts as unset,
+    forensics/configdoc.py); ``driver(settings)`` -> ``(value, said)``: ``"systemd"`` or ``"cgroupfs"`` where
+    they set the cgroup driver, ``None`` where they do not (its default applies), and the sentence saying
+    which, written after the files' names; ``one_file``: the single file is recorded as one path and named
+    by ``source`` (Docker's daemon.json), not as a list named by ``files``."""
+
+    files: tuple[str, ...]
+    fmt: str
+    what: str
+    parse: Callable[[list], dict]
+    driver: Callable[[dict], tuple]
+    drop_ins: str | None = None
+    suffixes: tuple[str, ...] = ()
+    one_file: bool = False
 
 
 @dataclass(frozen=True)
@@ -15,7 +40,8 @@ class Engine:
     words; ``marker``: a spec annotation ``(key, value)`` only this engine writes (``None``: none is
     decisive); ``pod_annotations``: ``(pod, namespace, container)`` annotation keys naming the Kubernetes
     pod of a container it runs (empty: it runs no pods); ``cdi_run``: the command that starts a container
-    with a CDI device (``None``: CDI goes through Kubernetes, not a command)."""
+    with a CDI device (``None``: CDI goes through Kubernetes, not a command); ``settings``: its own settings
+    files (:class:`Settings`; ``None``: read elsewhere, containerd's by collectors/runtime_config/parse.py)."""
 
     name: str
     title: str
@@ -25,6 +51,7 @@ class Engine:
     marker: tuple[str, str] | None = None
     pod_annotations: tuple[str, ...] = ()
     cdi_run: str | None = None
+    settings: Settings | None = None
 
     def default_driver(self, version: int | None) -> tuple[str, str] | None:
         """``(driver, why)`` for cgroup ``version`` (1, 2 or None: unknown); None when the default depends

@@ -20,7 +20,8 @@ Seen on a real rootful Podman 4.3.1 (Debian 12) with runc, and in libpod's sourc
 """
 from __future__ import annotations
 
-from forensics.engines.engine import Engine
+from forensics import configdoc as cd
+from forensics.engines.engine import Engine, Settings
 
 #: containers.conf(5): the system file, its drop-ins, and the distribution's defaults, in override order
 CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
@@ -28,10 +29,32 @@ CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.
 MARKER = ("io.container.manager", "libpod")
 CDI_MIN_VERSION = "4.1.0"
 
+
+def settings(docs: list[dict]) -> dict:
+    """Podman's containers.conf files in override order (containers.conf(5): /usr/share, then /etc, then
+    the drop-ins in name order) → ``{"cgroup_manager": str|None (None: not set; Podman's default is systemd),
+    "hooks_dir": [str] | None (None: not set), "cdi_spec_dirs": [str] | None}``, all from ``[engine]``."""
+    merged: dict = {}
+    for d in docs:
+        merged = cd.merge(merged, d, deep_plugins=False)
+    eng = cd.tab(merged.get("engine"))
+    return {"cgroup_manager": cd.text(eng.get("cgroup_manager")),
+            "hooks_dir": cd.str_list(eng.get("hooks_dir")) or None,
+            "cdi_spec_dirs": cd.str_list(eng.get("cdi_spec_dirs")) or None}
+
+
+def _driver(s: dict) -> tuple[str | None, str]:
+    v = s["cgroup_manager"]
+    return (v if v in ("systemd", "cgroupfs") else None, f"[engine] cgroup_manager = {v}" if v else
+            "[engine] cgroup_manager not set: Podman's default (systemd) applies")
+
+
 ENGINE = Engine(
     name="podman", title="Podman", scope_prefix="libpod",
     cgroup_default={None: ("systemd", "Podman's default (containers.conf(5) [engine] cgroup_manager: "
                                       "\"systemd\" unless set)")},
     cgroup_setting="containers.conf [engine] cgroup_manager",
     marker=MARKER,
-    cdi_run="podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L")
+    cdi_run="podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
+    settings=Settings(CONFIGS[:2], "toml", "containers.conf", settings, _driver, drop_ins=CONFIGS[2],
+                      suffixes=(".conf",)))
