@@ -5,7 +5,10 @@
 paths in ``via``), and the runc roots, containerd state dirs and CRI-O run roots it looked in, each with
 how it was learnt (:func:`roots_record`, stored as ``containers/roots.json``).
 
-Layouts (docs/sources.md "GPU stacks" 6 Docker, 7 CRI-O; "Container engine layouts"):
+The roots come from the registry (forensics/engines): each engine's ``Discovery`` names its default roots,
+the processes that may teach more and what their command lines and its settings files name; this module
+walks the layouts those roots hold. Layouts (docs/sources.md "GPU stacks" 6 Docker, 7 CRI-O; "Container
+engine layouts"):
 
 - containerd: ``<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`` (and the v1 shim's
   ``io.containerd.runtime.v1.linux``), for the state dirs /run/containerd, /run/k3s/containerd,
@@ -30,7 +33,7 @@ Layouts (docs/sources.md "GPU stacks" 6 Docker, 7 CRI-O; "Container engine layou
 A process teaches a root only when it is root's (uid 0 in all four ``Uid:`` fields of ``/proc/PID/status``; the
 owner of ``/proc/PID`` is not enough: a non-dumpable process's files show root) and its executable (the
 ``/proc/PID/exe`` link's text, read as a link, never followed) is the engine's own binary
-(:data:`EXES`): any local user can start a process named ``runc --root DIR`` over a directory of forged
+(its engine's ``Discovery.commands``): any local user can start a process named ``runc --root DIR`` over a directory of forged
 state.json files (issue 27). Every process passed over is in ``ignored`` with the reason.
 
 Every read goes through :mod:`forensics.hostfs` (no link followed out of ``--root``) and is bounded;
@@ -38,36 +41,24 @@ nothing is written on the host.
 """
 from __future__ import annotations
 
+import json
 import os
-import re
 import time
 import tomllib
 from dataclasses import dataclass, field
 
 from forensics import hostfs
-from forensics.engines import STORAGE_CONF, STORAGE_GRAPHROOTS, STORAGE_RUNROOTS, containerd, crio, runc
+from forensics.engines import ENGINES, containerd, storage
 
 import collectors.containers.docker as dk
 
 CONTAINERD_STATE_DIRS, TASK_DIRS = containerd.STATE_DIRS, containerd.TASK_DIRS
-DEFAULT_RUNC_ROOTS = runc.DEFAULT_ROOTS
-CRIO_RUNROOTS, CRIO_CONFIGS = STORAGE_RUNROOTS, crio.CONFIGS
-#: command names that take runc's global ``--root``: runc itself and the runtimes that hand their
-#: arguments on to it (nvidia-container-runtime and its .cdi/.legacy variants)
-RUNC_COMMANDS = ("runc", "docker-runc", "nvidia-container-runtime", "nvidia-container-runtime.cdi",
-                 "nvidia-container-runtime.legacy")
-#: process name -> the executable names it may run (k3s runs its containerd as a link to its multicall
-#: binary); a containerd-shim* process must run a containerd-shim* binary
-EXES = {**{n: (n,) for n in (*RUNC_COMMANDS, "conmon", "crio", "dockerd")}, "containerd": ("containerd", "k3s")}
 CMDLINE_LIMIT = 64 << 10
 CONF_LIMIT = 1 << 20
 MAX_PROCS = 65536
 #: seconds discovery may go on listing (reading no file) once the time budget is spent, so that the containers
 #: it then cannot read are still counted and named (``containers/not-read.json``)
 LIST_GRACE_S = 0.5
-_TASK_PATH = re.compile(r"\A(?P<state>/.*)/(?:io\.containerd\.runtime\.v2\.task|io\.containerd\.runtime\.v1\.linux)"
-                        r"/(?P<ns>[^/]+)/(?P<id>[^/]+)/?\Z")
-_CRIO_PATH = re.compile(r"\A(?P<runroot>/.*)/[^/]+-containers/(?P<id>[^/]+)/userdata/?\Z")
 
 
 @dataclass
@@ -123,93 +114,61 @@ class Roots:
         kept = self.canon(path)
         if kept != os.path.normpath(path):
             source = f"{source} ({path})"
-        getattr(self, kind).setdefault(kept, []).append(source)
+        sources = getattr(self, kind).setdefault(kept, [])
+        if source not in sources:
+            sources.append(source)
         return kept
+
+    def learn(self, found) -> None:
+        """Add each ``(kind, path, source)`` of an engine's :class:`forensics.engines.engine.Discovery` hook;
+        the kind ``"name"`` carries ``(container id, name)`` into :attr:`names` (the first one kept)."""
+        for kind, value, source in found:
+            if kind == "name":
+                self.names.setdefault(value[0], (value[1], source))
+            else:
+                self.add(kind, value, source)
 
 
 def engine_of_bundle(bundle: str | None) -> tuple[str, str | None]:
     """``(engine, containerd namespace | None)`` from the shape of a bundle path runc recorded: a
     containerd task directory (``docker`` for the ``moby`` namespace), a CRI-O userdata directory,
     else ``("runc", None)``."""
-    m = _TASK_PATH.match(os.path.normpath(bundle)) if isinstance(bundle, str) and bundle.startswith("/") else None
+    m = containerd.TASK_PATH.match(os.path.normpath(bundle)) if isinstance(bundle, str) and bundle.startswith("/") else None
     if m:
         return ("docker" if m["ns"] == dk.NAMESPACE else "containerd"), m["ns"]
-    if isinstance(bundle, str) and _CRIO_PATH.match(os.path.normpath(bundle)):
+    if isinstance(bundle, str) and storage.USERDATA_PATH.match(os.path.normpath(bundle)):
         return "crio", None
     return "runc", None
 
 
-def _flag(argv: list[str], *names: str) -> str | None:
-    """The value of the first ``-name X`` / ``--name X`` / ``--name=X`` of ``argv`` (Go flag and urfave/cli
-    spellings), ``None`` when absent."""
-    for i, a in enumerate(argv):
-        for n in names:
-            if a in (f"-{n}", f"--{n}") and i + 1 < len(argv):
-                return argv[i + 1]
-            if a.startswith((f"-{n}=", f"--{n}=")):
-                return a.split("=", 1)[1]
-    return None
+def _claims(name: str) -> list:
+    """The engines whose :attr:`Discovery.commands <forensics.engines.engine.Discovery.commands>` name process
+    ``name``, each with the executable names it may run: ``[(engine, (exe, ...))]``."""
+    return [(e, exes) for e in ENGINES.values() for cmd, exes in e.discovery.commands.items() if _named(name, cmd)]
+
+
+def _named(name: str, pattern: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
 
 
 def roots_from_cmdline(argv: list[str], cwd: str | None, where: str, roots: Roots) -> None:
     """Learn roots from one process's command line (``argv``) and working directory (``cwd``, the target
-    of /proc/<pid>/cwd or None); ``where`` names the process in each source line."""
+    of /proc/<pid>/cwd or None) through every engine that claims its command name (its
+    ``Discovery.from_cmdline``); ``where`` names the process in each source line."""
     if not argv:
         return
     name = argv[0].rsplit("/", 1)[-1]
-    if name.startswith("containerd-shim"):
-        m = _TASK_PATH.match(cwd or "")
-        if m:
-            roots.add("containerd", m["state"], f"{where} working directory {cwd}")
-        address = _flag(argv, "address")
-        if address and address.startswith("/"):
-            sock_dir = os.path.dirname(address)
-            roots.add("containerd", sock_dir, f"{where} -address {address}")
-            roots.add("containerd", f"{sock_dir}/daemon", f"{where} -address {address} (dockerd's containerd keeps "
-                                                          "its state in daemon/ beside the socket)")
-        runtime_root = _flag(argv, "runtime-root")  # the v1 shim: runc --root <runtime-root>/<namespace>
-        if runtime_root:
-            roots.add("runc", runtime_root, f"{where} -runtime-root")
-    elif name in RUNC_COMMANDS:
-        root = _flag(argv[1:], "root")
-        if root:
-            roots.add("runc", root, f"{where} {name} --root")
-    elif name == "conmon":
-        cid, cname = _flag(argv, "c", "cid"), _flag(argv, "n", "name")  # conmon -c <id> -n <name>
-        if cid and cname:
-            roots.names.setdefault(cid, (cname, f"{where} conmon -n"))
-        args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--runtime-arg"]
-        args += [a.split("=", 1)[1] for a in argv if a.startswith("--runtime-arg=")]
-        root = _flag(args, "root")
-        if root:
-            roots.add("runc", root, f"{where} conmon --runtime-arg --root")
-        # Podman's conmon: the cleanup command it runs at exit is podman with its storage roots
-        # (--exit-command-arg --root G --exit-command-arg --runroot R), as seen on Podman 4.3
-        exit_args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--exit-command-arg"]
-        if str(_flag(argv, "exit-command") or "").rsplit("/", 1)[-1] == "podman":
-            roots.add("graph", _flag(exit_args, "root"), f"{where} conmon --exit-command podman --root")
-            roots.add("crio", _flag(exit_args, "runroot"), f"{where} conmon --exit-command podman --runroot")
-    elif name == "crio":
-        runroot = _flag(argv, "runroot")
-        if runroot:
-            roots.add("crio", runroot, f"{where} crio --runroot")
-    elif name == "dockerd":
-        roots.add("docker", _flag(argv, "data-root"), f"{where} dockerd --data-root")
-        exec_root = _flag(argv, "exec-root")
-        if exec_root:
-            roots.add("runc", f"{exec_root}/runtime-runc", f"{where} dockerd --exec-root")
-            roots.add("containerd", f"{exec_root}/containerd/daemon", f"{where} dockerd --exec-root")
-    elif name == "containerd":
-        state = _flag(argv, "state")
-        if state:
-            roots.add("containerd", state, f"{where} containerd --state")
+    for e, _ in _claims(name):
+        if e.discovery.from_cmdline:
+            roots.learn(e.discovery.from_cmdline(name, argv, cwd, where))
 
 
 def untrusted(root, pid: str, name: str) -> str | None:
     """Why process ``pid`` (its command name ``name``) under ``<root>/proc`` may not teach a root, or
     ``None`` when it may: uid 0 in all four ``Uid:`` fields of /proc/PID/status (proc(5), as for the
     kubelet: collectors/kubelet/host.py) and an executable
-    (the text of the /proc/PID/exe link, `` (deleted)`` dropped) named as :data:`EXES` allows."""
+    (the text of the /proc/PID/exe link, `` (deleted)`` dropped) that an engine claiming ``name`` names
+    (``Discovery.commands``: ``containerd-shim*`` must run a ``containerd-shim*`` binary)."""
     try:
         status = hostfs.read_text(root, f"/proc/{pid}/status", limit=CMDLINE_LIMIT)
         exe = hostfs.readlink(root, f"/proc/{pid}/exe")
@@ -219,14 +178,14 @@ def untrusted(root, pid: str, name: str) -> str | None:
     if not uids or any(u != "0" for u in uids):
         return f"it runs as uids {' '.join(uids) if uids else 'unknown'} (real, effective, saved, fs), not root"
     base = (exe or "").removesuffix(" (deleted)").rsplit("/", 1)[-1]
-    if not (base.startswith("containerd-shim") if name.startswith("containerd-shim") else base in EXES.get(name, ())):
+    if not any(_named(base, x) for _, exes in _claims(name) for x in exes):
         return f"its executable is {ascii(exe)}, not {name}'s binary"
     return None
 
 
 def _proc_roots(root, roots: Roots, expired) -> None:
     """:func:`roots_from_cmdline` for every process under ``<root>/proc``, at most :data:`MAX_PROCS`, whose
-    command is an engine's (:data:`EXES`, ``containerd-shim*``) and that :func:`untrusted` passes."""
+    command an engine claims (``Discovery.commands``) and that :func:`untrusted` passes."""
     try:
         pids = [p for p in hostfs.listdir(root, "/proc") if p.isdigit()][:MAX_PROCS]
     except OSError:
@@ -243,52 +202,48 @@ def _proc_roots(root, roots: Roots, expired) -> None:
         while argv and argv[-1] == "":
             argv.pop()
         name = argv[0].rsplit("/", 1)[-1] if argv else ""
-        if not (name in EXES or name.startswith("containerd-shim")):
+        if not _claims(name):
             continue
         why = untrusted(root, pid, name)
         if why:
             roots.ignored.append(f"/proc/{pid} ({ascii(name)[1:-1]}): {why}; no root learnt from it")
             continue
-        cwd = None
-        if name.startswith("containerd-shim"):
-            try:
-                cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
-            except OSError:
-                cwd = None
+        try:
+            cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = None
         roots_from_cmdline(argv, cwd, f"/proc/{pid}/cmdline", roots)
 
 
-def _toml(root, path: str) -> dict:
-    """A TOML file under root, parsed; ``{}`` when it cannot be read or parsed (the runtime_config
-    collector stores and reports these files; here they only name directories to look in)."""
-    try:
-        return tomllib.loads(hostfs.read_text(root, path, limit=CONF_LIMIT))
-    except (OSError, ValueError):
-        return {}
-
-
-def _crio_config_roots(root, roots: Roots) -> None:
-    """CRI-O's run root and runtime roots from crio.conf and its drop-ins (read in name order, a later
-    one overriding: crio.conf(5)), and containers-storage.conf(5)'s ``runroot``."""
-    files = [CRIO_CONFIGS[0]]
-    try:
-        files += [f"{CRIO_CONFIGS[1]}/{n}" for n in hostfs.listdir(root, CRIO_CONFIGS[1])
-                  if n.endswith((".conf", ".toml"))]
-    except OSError:
-        pass
-    for path in files:
-        crio = _toml(root, path).get("crio")
-        if not isinstance(crio, dict):
+def _settings_roots(root, roots: Roots) -> None:
+    """The roots each engine's files name (``Discovery.from_settings`` over its :class:`Settings` files, their
+    drop-ins in name order, and ``Discovery.also``), each file read once, bounded; one that cannot be read
+    or parsed names nothing (the runtime_config collector stores and reports these files; here they only name
+    directories to look in)."""
+    docs: dict = {}
+    for e in ENGINES.values():
+        hook, spec = e.discovery.from_settings, e.settings
+        if not hook:
             continue
-        roots.add("crio", crio.get("runroot"), f"{path} [crio] runroot")
-        runtimes = (crio.get("runtime") or {}).get("runtimes") if isinstance(crio.get("runtime"), dict) else None
-        for rname, rt in (runtimes.items() if isinstance(runtimes, dict) else ()):
-            if isinstance(rt, dict):
-                roots.add("runc", rt.get("runtime_root"), f"{path} [crio.runtime.runtimes.{rname}] runtime_root")
-    storage = _toml(root, STORAGE_CONF).get("storage")
-    if isinstance(storage, dict):
-        roots.add("crio", storage.get("runroot"), f"{STORAGE_CONF} [storage] runroot")
-        roots.add("graph", storage.get("graphroot"), f"{STORAGE_CONF} [storage] graphroot")
+        files = list(spec.files) if spec else []
+        if spec and spec.drop_ins:
+            files += [f"{spec.drop_ins}/{n}" for n in sorted(_list(root, spec.drop_ins)) if n.endswith(spec.suffixes)]
+        for path in files + list(e.discovery.also):
+            if path not in docs:
+                docs[path] = _doc(root, path)
+            if docs[path] is not None:
+                roots.learn(hook(path, docs[path]))
+
+
+def _doc(root, path: str) -> dict | None:
+    """A settings file under root, parsed (JSON when its name ends in ``.json``, else TOML); None when it
+    cannot be read, is over :data:`CONF_LIMIT`, does not parse or is not a table."""
+    try:
+        text = hostfs.read_text(root, path, limit=CONF_LIMIT)
+        doc = json.loads(text) if path.endswith(".json") else tomllib.loads(text)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _list(root, path: str) -> list[str]:
@@ -340,25 +295,14 @@ def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory
     ``read_options(found)``: reads and stores a containerd task's options.json, returning the parsed
     object (its ``Root`` becomes a runc root). Raises nothing for what cannot be listed."""
     roots = Roots(os.fspath(ctx.root))
-    for d in CONTAINERD_STATE_DIRS:
-        roots.add("containerd", d, "default")
+    for e in ENGINES.values():
+        for kind, dirs in e.discovery.roots.items():
+            for d in dirs:
+                roots.add(kind, d, "default")
     for d in extra_state_dirs:
         roots.add("containerd", str(d), "collector option containerd_state_dirs")
-    for d in CRIO_RUNROOTS:
-        roots.add("crio", d, "default")
-    for d in STORAGE_GRAPHROOTS:
-        roots.add("graph", d, "default")
-    for d in DEFAULT_RUNC_ROOTS:
-        roots.add("runc", d, "default")
-    roots.add("docker", dk.DATA_ROOT, "default")
-    daemon = dk.read_json(ctx.root, dk.DAEMON_JSON, CONF_LIMIT)
-    if isinstance(daemon, dict):
-        roots.add("docker", daemon.get("data-root") or daemon.get("graph"), f"{dk.DAEMON_JSON} data-root")
-        if isinstance(daemon.get("exec-root"), str):
-            roots.add("runc", daemon["exec-root"] + "/runtime-runc", f"{dk.DAEMON_JSON} exec-root")
-            roots.add("containerd", daemon["exec-root"] + "/containerd/daemon", f"{dk.DAEMON_JSON} exec-root")
+    _settings_roots(ctx.root, roots)
     _proc_roots(ctx.root, roots, ctx.expired)
-    _crio_config_roots(ctx.root, roots)
     inv = Inventory(limit)
     for state_dir in list(roots.containerd):
         for task_dir in TASK_DIRS:

@@ -4,10 +4,13 @@ An engine's module (``forensics/engines/<name>.py``) holds what the tool knows a
 keeps its containers and state on disk, the files of its settings and its cgroup-driver key with its
 default per cgroup version, the systemd scope its containers run in under the systemd driver, the spec
 annotation that shows a spec is its own, how it names a container's pod, and how GPUs are requested on it
-through CDI. The procedures that use the data live on their floors: discovery in collectors/containers,
-the settings in collectors/runtime_config, the driver decision in forensics/findings/cgroup_driver.py, the
-remedies in forensics/findings/stack_remedies.py. Adding an engine is its module, one line in
-:data:`ENGINES`, and tests; a floor that needs more of an engine than the table holds adds a field here.
+through CDI; and, as small functions over what a file or a process shows, how its settings read
+(:class:`Settings`) and which roots its processes and files name (:class:`Discovery`). The walks that use them
+live on their floors: discovery in collectors/containers (containerd task directories, containers/storage
+roots, runc roots), the settings in collectors/runtime_config, the driver decision in
+forensics/findings/cgroup_driver.py, the remedies in forensics/findings/stack_remedies.py. Adding an engine
+is its module, one line in :data:`ENGINES`, and tests; a floor that needs more of an engine than the table
+holds adds a field here.
 
 Scope names: under the systemd cgroup driver runc puts a container in the transient scope
 ``<prefix>-<id>.scope``, the prefix being the middle part of the ``slice:prefix:name`` cgroupsPath its
@@ -18,19 +21,16 @@ from __future__ import annotations
 
 import re
 
-from .engine import Engine
+from .engine import Discovery, Engine, Settings
 
 
-__all__ = ["Engine", "ENGINES", "RUN_DIRS", "SCOPE_PREFIX", "SCOPE_PREFIXES", "CONTAINER_IN_CGROUP", "MARKER_ANNOTATIONS",
+__all__ = ["Discovery", "Engine", "Settings", "ENGINES", "RUN_DIRS", "SCOPE_PREFIX", "SCOPE_PREFIXES", "CONTAINER_IN_CGROUP", "MARKER_ANNOTATIONS",
            "engine_of_labels", "engine_of_scope", "engine_of_spec", "scope_names", "title"]
 
-#: containers/storage, the library CRI-O and Podman keep their containers with: its config
-#: (containers-storage.conf(5) ``[storage] runroot``, ``graphroot``), and its default run root and graph root
-STORAGE_CONF = "/etc/containers/storage.conf"
-STORAGE_RUNROOTS = ("/run/containers/storage",)
-STORAGE_GRAPHROOTS = ("/var/lib/containers/storage",)
+from . import containerd, crio, docker, podman, runc, storage
 
-from . import containerd, crio, docker, podman, runc  # noqa: E402
+#: containers/storage, the library CRI-O and Podman keep their containers with (forensics/engines/storage.py)
+STORAGE_CONF, STORAGE_RUNROOTS, STORAGE_GRAPHROOTS = storage.CONF, storage.RUNROOTS, storage.GRAPHROOTS
 
 #: every engine, by name, in the order scopes are tried; Podman before CRI-O (both use containers/storage,
 #: and a Podman spec also carries io.kubernetes.cri-o.* annotations: the marker decides)

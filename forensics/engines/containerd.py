@@ -7,7 +7,10 @@ directory being the bundle runc ran; the CRI plugin runs Kubernetes containers i
 recognized by other containerd clients such as ctr, nerdctl, and Docker/Moby")."""
 from __future__ import annotations
 
-from forensics.engines.engine import Engine
+import posixpath
+import re
+
+from forensics.engines.engine import Discovery, Engine, flag
 
 #: containerd's own, k3s's and RKE2's, and dockerd's private one (moby daemon/command/daemon.go ``<exec-root>/
 #: containerd/daemon``)
@@ -15,6 +18,31 @@ STATE_DIRS = ("/run/containerd", "/run/k3s/containerd", "/run/docker/containerd/
 TASK_DIRS = ("io.containerd.runtime.v2.task", "io.containerd.runtime.v1.linux")
 #: the namespace the CRI plugin runs Kubernetes containers in (containerd pkg/cri constants)
 CRI_NAMESPACE = "k8s.io"
+#: a task directory (the bundle runc ran): ``<state>/<task dir>/<namespace>/<id>``
+TASK_PATH = re.compile(r"\A(?P<state>/.*)/(?:io\.containerd\.runtime\.v2\.task|io\.containerd\.runtime\.v1\.linux)"
+                       r"/(?P<ns>[^/]+)/(?P<id>[^/]+)/?\Z")
+
+
+def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) -> list[tuple]:
+    """A shim's state dir (its working directory is its task's bundle; its ``-address`` socket's directory,
+    and ``daemon/`` beside it for dockerd's containerd) and the v1 shim's ``-runtime-root`` (runc's
+    ``--root <runtime-root>/<namespace>``); ``containerd --state``."""
+    out = []
+    if name.startswith("containerd-shim"):
+        m = TASK_PATH.match(cwd or "")
+        if m:
+            out.append(("containerd", m["state"], f"{where} working directory {cwd}"))
+        address = flag(argv, "address")
+        if address and address.startswith("/"):
+            sock_dir = posixpath.dirname(address)
+            out += [("containerd", sock_dir, f"{where} -address {address}"),
+                    ("containerd", f"{sock_dir}/daemon", f"{where} -address {address} (dockerd's containerd keeps "
+                                                         "its state in daemon/ beside the socket)")]
+        out.append(("runc", flag(argv, "runtime-root"), f"{where} -runtime-root"))
+    elif name == "containerd":
+        out.append(("containerd", flag(argv, "state"), f"{where} containerd --state"))
+    return out
+
 
 ENGINE = Engine(
     name="containerd", title="containerd", scope_prefix="cri-containerd",
@@ -23,4 +51,8 @@ ENGINE = Engine(
                                        "driver for managing cgroups by default\")")},
     cgroup_setting="the CRI plugin's runc options SystemdCgroup in config.toml",
     pod_annotations=("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
-                     "io.kubernetes.cri.container-name"))
+                     "io.kubernetes.cri.container-name"),
+    # k3s runs its containerd as a link to its multicall binary
+    discovery=Discovery(roots={"containerd": STATE_DIRS},
+                        commands={"containerd": ("containerd", "k3s"), "containerd-shim*": ("containerd-shim*",)},
+                        from_cmdline=roots_from_cmdline))

@@ -9,7 +9,8 @@ storage.conf or ``crio --runroot``; its runc state is under the runtime's ``runt
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.engines.engine import Engine, Settings
+import forensics.engines.storage as storage
+from forensics.engines.engine import Discovery, Engine, Settings, flag
 
 CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d")
 #: CRI-O's compiled-in hooks_dir (cri-o pkg/config/config.go)
@@ -39,6 +40,32 @@ def _driver(s: dict) -> tuple[str | None, str]:
             f"cgroup_manager = {v}" if v else "cgroup_manager not set: CRI-O's default (systemd) applies")
 
 
+def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) -> list[tuple]:
+    """``crio --runroot``; conmon's ``-c <id> -n <name>`` (the container's name) and runc's root among its
+    ``--runtime-arg`` values (conmon's ``-r`` is the runtime binary, not a root)."""
+    if name == "crio":
+        return [("crio", flag(argv, "runroot"), f"{where} crio --runroot")]
+    out = []
+    cid, cname = flag(argv, "c", "cid"), flag(argv, "n", "name")
+    if cid and cname:
+        out.append(("name", (cid, cname), f"{where} conmon -n"))
+    args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--runtime-arg"]
+    args += [a.split("=", 1)[1] for a in argv if a.startswith("--runtime-arg=")]
+    return out + [("runc", flag(args, "root"), f"{where} conmon --runtime-arg --root")]
+
+
+def roots_from_settings(path: str, doc: dict) -> list[tuple]:
+    """``[crio] runroot`` and each ``[crio.runtime.runtimes.<name>] runtime_root`` of one crio.conf file (every
+    file's, not only the winning one: discovery looks everywhere); storage.conf's roots."""
+    crio = doc.get("crio")
+    if path == storage.CONF or not isinstance(crio, dict):
+        return storage.roots_in(path, doc)
+    out = [("crio", crio.get("runroot"), f"{path} [crio] runroot")]
+    runtimes = cd.tab(cd.tab(crio.get("runtime")).get("runtimes"))
+    return out + [("runc", rt.get("runtime_root"), f"{path} [crio.runtime.runtimes.{rname}] runtime_root")
+                  for rname, rt in runtimes.items() if isinstance(rt, dict)]
+
+
 ENGINE = Engine(
     name="crio", title="CRI-O", scope_prefix="crio",   # cri-o internal/config/cgmgr/systemd.go
     cgroup_default={None: ("systemd", "CRI-O's default (cgroup_manager = \"systemd\"; cri-o "
@@ -46,4 +73,6 @@ ENGINE = Engine(
     cgroup_setting="crio.conf [crio.runtime] cgroup_manager",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
     settings=Settings(CONFIGS[:1], "toml", "CRI-O config", settings, _driver, drop_ins=CONFIGS[1],
-                      suffixes=(".conf", ".toml")))
+                      suffixes=(".conf", ".toml")),
+    discovery=Discovery(roots={"crio": storage.RUNROOTS}, commands={"crio": ("crio",), "conmon": ("conmon",)},
+                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings, also=(storage.CONF,)))

@@ -7,7 +7,7 @@ cri-dockerd (and dockershim before it) put in the container's labels (stacks.md 
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.engines.engine import Engine, Settings
+from forensics.engines.engine import Discovery, Engine, Settings, flag
 
 #: moby daemon/config ``DefaultContainersNamespace``
 NAMESPACE = "moby"
@@ -43,6 +43,25 @@ def _driver(s: dict) -> tuple[str | None, str]:
                "default applies (systemd on cgroup v2 with systemd, else cgroupfs)")
 
 
+def _roots(said: str, data_root, exec_root) -> list[tuple]:
+    """The roots a data root and an exec root name, each source being ``said`` + the key."""
+    out = [("docker", data_root, f"{said}data-root")]
+    if isinstance(exec_root, str) and exec_root.startswith("/"):  # moby: runc's root <exec-root>/runtime-runc, its containerd's <exec-root>/containerd/daemon
+        out += [("runc", f"{exec_root}/runtime-runc", f"{said}exec-root"),
+                ("containerd", f"{exec_root}/containerd/daemon", f"{said}exec-root")]
+    return out
+
+
+def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) -> list[tuple]:
+    """``dockerd --data-root`` (Docker's data root) and ``--exec-root`` (its runc root and its containerd's state)."""
+    return _roots(f"{where} dockerd --", flag(argv, "data-root"), flag(argv, "exec-root"))
+
+
+def roots_from_settings(path: str, doc: dict) -> list[tuple]:
+    """daemon.json's ``data-root`` (``graph`` in older releases) and ``exec-root``, as :func:`roots_from_cmdline`."""
+    return _roots(f"{path} ", doc.get("data-root") or doc.get("graph"), doc.get("exec-root"))
+
+
 ENGINE = Engine(
     name="docker", title="Docker", scope_prefix="docker",   # moby daemon/oci_linux.go scopePrefix
     cgroup_default={2: ("systemd", "Docker's default on cgroup v2 (systemd when native.cgroupdriver is unset and "
@@ -51,4 +70,6 @@ ENGINE = Engine(
     cgroup_setting="daemon.json exec-opts native.cgroupdriver",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
     cdi_run="docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
-    settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True))
+    settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True),
+    discovery=Discovery(roots={"docker": (DATA_ROOT,)}, commands={"dockerd": ("dockerd",)},
+                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings))

@@ -30,6 +30,40 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class Discovery:
+    """How an engine's containers are found on a node; collectors/containers/engines.py walks the roots
+    it names (containerd task directories, containers/storage run and graph roots, runc roots).
+
+    ``roots``: ``{kind: default directories}``, a kind being ``"containerd"`` (state dirs holding task
+    directories), ``"crio"`` (containers/storage run roots), ``"graph"`` (containers/storage graph roots),
+    ``"runc"`` (runc state roots) or ``"docker"`` (Docker data roots); ``commands``: ``{process name: the
+    executable names it may run}`` (a trailing ``*`` makes either a prefix: ``containerd-shim*``), the
+    processes that may teach a root; ``from_cmdline(name, argv, cwd, where)``: the roots one such
+    process's command line (and working directory, or None) names, as ``[(kind, path, source)]``, the kind
+    ``"name"`` carrying ``(container id, its name)`` instead of a path; ``from_settings(path, doc)``: the
+    same for one parsed file among its :class:`Settings` files and drop-ins and ``also`` (more files, TOML
+    or, ending in ``.json``, JSON)."""
+
+    roots: dict = field(default_factory=dict)
+    commands: dict = field(default_factory=dict)
+    from_cmdline: Callable | None = None
+    from_settings: Callable | None = None
+    also: tuple[str, ...] = ()
+
+
+def flag(argv: list[str], *names: str) -> str | None:
+    """The value of the first ``-name X`` / ``--name X`` / ``--name=X`` of ``argv`` (Go flag and urfave/cli
+    spellings), ``None`` when absent."""
+    for i, a in enumerate(argv):
+        for n in names:
+            if a in (f"-{n}", f"--{n}") and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith((f"-{n}=", f"--{n}=")):
+                return a.split("=", 1)[1]
+    return None
+
+
+@dataclass(frozen=True)
 class Engine:
     """One container engine, as data.
 
@@ -41,7 +75,8 @@ class Engine:
     decisive); ``pod_annotations``: ``(pod, namespace, container)`` annotation keys naming the Kubernetes
     pod of a container it runs (empty: it runs no pods); ``cdi_run``: the command that starts a container
     with a CDI device (``None``: CDI goes through Kubernetes, not a command); ``settings``: its own settings
-    files (:class:`Settings`; ``None``: read elsewhere, containerd's by collectors/runtime_config/parse.py)."""
+    files (:class:`Settings`; ``None``: read elsewhere, containerd's by collectors/runtime_config/parse.py);
+    ``discovery``: how its containers are found (:class:`Discovery`)."""
 
     name: str
     title: str
@@ -52,6 +87,7 @@ class Engine:
     pod_annotations: tuple[str, ...] = ()
     cdi_run: str | None = None
     settings: Settings | None = None
+    discovery: Discovery = field(default_factory=Discovery)
 
     def default_driver(self, version: int | None) -> tuple[str, str] | None:
         """``(driver, why)`` for cgroup ``version`` (1, 2 or None: unknown); None when the default depends

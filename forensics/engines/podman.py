@@ -21,7 +21,8 @@ Seen on a real rootful Podman 4.3.1 (Debian 12) with runc, and in libpod's sourc
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.engines.engine import Engine, Settings
+import forensics.engines.storage as storage
+from forensics.engines.engine import Discovery, Engine, Settings, flag
 
 #: containers.conf(5): the system file, its drop-ins, and the distribution's defaults, in override order
 CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
@@ -49,6 +50,16 @@ def _driver(s: dict) -> tuple[str | None, str]:
             "[engine] cgroup_manager not set: Podman's default (systemd) applies")
 
 
+def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) -> list[tuple]:
+    """Podman's conmon: the cleanup command it runs at exit is podman with its storage roots
+    (``--exit-command-arg --root G --exit-command-arg --runroot R``), as seen on Podman 4.3."""
+    if str(flag(argv, "exit-command") or "").rsplit("/", 1)[-1] != "podman":
+        return []
+    exit_args = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--exit-command-arg"]
+    return [("graph", flag(exit_args, "root"), f"{where} conmon --exit-command podman --root"),
+            ("crio", flag(exit_args, "runroot"), f"{where} conmon --exit-command podman --runroot")]
+
+
 ENGINE = Engine(
     name="podman", title="Podman", scope_prefix="libpod",
     cgroup_default={None: ("systemd", "Podman's default (containers.conf(5) [engine] cgroup_manager: "
@@ -57,4 +68,6 @@ ENGINE = Engine(
     marker=MARKER,
     cdi_run="podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
     settings=Settings(CONFIGS[:2], "toml", "containers.conf", settings, _driver, drop_ins=CONFIGS[2],
-                      suffixes=(".conf",)))
+                      suffixes=(".conf",)),
+    discovery=Discovery(roots={"crio": storage.RUNROOTS, "graph": storage.GRAPHROOTS}, commands={"conmon": ("conmon",)},
+                        from_cmdline=roots_from_cmdline, from_settings=storage.roots_in, also=(storage.CONF,)))
