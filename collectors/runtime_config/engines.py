@@ -34,9 +34,6 @@ from forensics.redact_config import store_config
 import collectors.runtime_config.parse as rp
 
 FILE_LIMIT = 4 << 20
-#: the engines whose own settings files are read here (forensics/engines: Docker's daemon.json, CRI-O's
-#: crio.conf(.d), Podman's containers.conf(.d); containerd's config.toml is the collector's own)
-CONFIGURED = tuple(e for e in ENGINES.values() if e.settings)
 #: k3s / RKE2 generated containerd configs and the templates they are rendered from (stacks.md 8)
 RANCHER = {"k3s": "/var/lib/rancher/k3s/agent/etc/containerd", "rke2": "/var/lib/rancher/rke2/agent/etc/containerd"}
 TEMPLATES = ("config.toml.tmpl", "config-v3.toml.tmpl")
@@ -54,6 +51,13 @@ PRESENT = ("/run/nvidia/validations/toolkit-ready", "/usr/local/nvidia/toolkit",
 OPERATOR_HOOKS = "/run/containers/oci/hooks.d"
 
 
+def configured() -> tuple:
+    """The engines of the registry (forensics/engines) that declare settings files of their own: Docker's
+    daemon.json, CRI-O's crio.conf(.d), Podman's containers.conf(.d) (containerd's config.toml is this
+    collector's own); read at each call, so that the registry is the one list."""
+    return tuple(e for e in ENGINES.values() if e.settings)
+
+
 def acquire(ctx) -> dict:
     """Copy the files above that exist into ``runtime/`` and return the ``stack`` entry of facts.json:
     ``{<engine>: artifact path|None (an engine whose settings are one file: Docker's daemon.json) or
@@ -67,7 +71,7 @@ def acquire(ctx) -> dict:
 
     def copy(path: str, limit: int = FILE_LIMIT, fmt: str | None = None) -> str | None:  # None: not stored
         return store_config(ctx, path, "runtime" + path, fmt or FORMATS.get(path, "toml"), limit).path
-    for e in CONFIGURED:
+    for e in configured():
         s = e.settings
         files = _with_drop_ins(ctx, s.files, s.drop_ins, s.suffixes) if s.drop_ins else \
             [f for f in s.files if hostfs.present(ctx.root, f)]
@@ -166,10 +170,10 @@ def read(bundle, stored: dict, entry: dict | None, ctd: dict | None, r) -> tuple
     version that did not look. ``engine_cgroup_driver``: the contract's ``{engine: {"value", "source"}}``
     for each engine whose config was seen."""
     if entry is None:
-        return {"collected": False, **{e.name: None for e in CONFIGURED}, "rancher": None, "os_release": None,
+        return {"collected": False, **{e.name: None for e in configured()}, "rancher": None, "os_release": None,
                 "bottlerocket": None, "bottlerocket_settings": None, "bottlerocket_plugin": None, "shimpei_hook": None,
                 "operator": None, "hami_vgpu": None, "bottlerocket_plugin_unit": None}, _ecd(ctd, {})
-    seen = {e.name: _settings(bundle, e.settings, entry.get(e.name), stored, r) for e in CONFIGURED}
+    seen = {e.name: _settings(bundle, e.settings, entry.get(e.name), stored, r) for e in configured()}
     copied = {k: v for k, v in (entry.get("copied") or {}).items() if v in stored}
 
     def text(host):
@@ -228,7 +232,7 @@ def _ecd(ctd: dict | None, seen: dict) -> dict:
         else:
             out["containerd"] = {"value": None, "source": src + f"SystemdCgroup not set for runtime "
                                                                 f"{ctd.get('gpu_runtime')}: containerd's default applies"}
-    for e in CONFIGURED:
+    for e in configured():
         if seen.get(e.name) is not None:
             value, said = e.settings.driver(seen[e.name])
             names = seen[e.name].get("source") or ", ".join(seen[e.name].get("files") or [])

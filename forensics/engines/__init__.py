@@ -3,14 +3,16 @@
 An engine's module (``forensics/engines/<name>.py``) holds what the tool knows about it as data: where it
 keeps its containers and state on disk, the files of its settings and its cgroup-driver key with its
 default per cgroup version, the systemd scope its containers run in under the systemd driver, the spec
-annotation that shows a spec is its own, how it names a container's pod, and how GPUs are requested on it
-through CDI; and, as small functions over what a file or a process shows, how its settings read
-(:class:`Settings`) and which roots its processes and files name (:class:`Discovery`). The walks that use them
-live on their floors: discovery in collectors/containers (containerd task directories, containers/storage
-roots, runc roots), the settings in collectors/runtime_config, the driver decision in
-forensics/findings/cgroup_driver.py, the remedies in forensics/findings/stack_remedies.py. Adding an engine
-is its module, one line in :data:`ENGINES`, and tests; a floor that needs more of an engine than the table
-holds adds a field here.
+annotation that shows a spec is its own, how it names a container's pod, the CRI runtime scheme and the
+containerd namespace that name it; and, as small functions over what a file or a process shows, how its
+settings read (:class:`Settings`), which roots its processes and files name (:class:`Discovery`) and, for an
+engine that starts GPU containers by its own command, the steps that move them to CDI devices
+(:class:`Cdi`). The walks that use them live on their floors: discovery in collectors/containers
+(containerd task directories, containers/storage roots, runc roots), the settings in
+collectors/runtime_config, the driver decision in forensics/findings/cgroup_driver.py, the remedies in
+forensics/findings/stack_remedies.py. Adding an engine whose containers lie in a layout already walked is
+its module, one line in :data:`ENGINES`, and tests (tests/test_engine_unit.py); a floor that needs more of an
+engine than the table holds adds a field here.
 
 Scope names: under the systemd cgroup driver runc puts a container in the transient scope
 ``<prefix>-<id>.scope``, the prefix being the middle part of the ``slice:prefix:name`` cgroupsPath its
@@ -25,7 +27,7 @@ from .engine import Discovery, Engine, Settings
 
 
 __all__ = ["Discovery", "Engine", "Settings", "ENGINES", "RUN_DIRS", "SCOPE_PREFIX", "SCOPE_PREFIXES", "CONTAINER_IN_CGROUP", "MARKER_ANNOTATIONS",
-           "engine_of_labels", "engine_of_scope", "engine_of_spec", "scope_names", "title"]
+           "engine_of_labels", "engine_of_record", "engine_of_scope", "engine_of_spec", "scope_names", "title"]
 
 from . import containerd, crio, docker, podman, runc, storage
 
@@ -72,6 +74,27 @@ def engine_of_labels(labels) -> str | None:
     if not isinstance(labels, list):
         return None
     return engine_of_spec(dict(x.split("=", 1) for x in labels if isinstance(x, str) and "=" in x))
+
+
+def engine_of_record(c: dict) -> str | None:
+    """The engine that runs container record ``c`` (collectors/containers): its ``engine`` key, else, in a
+    record of an older version, its cgroup scope where the scope decides (:attr:`Engine.scope_decides`), a
+    ``/docker/<id>`` cgroupfs path, the containerd namespace an engine owns (:attr:`Engine.namespace`) or,
+    for a record with no ``engine`` key at all, containerd for any other namespace but ``runc`` (the flat
+    /run/runc root's: plain runc or CRI-O); ``None`` when unknown."""
+    if c.get("engine"):
+        return c["engine"]
+    path = str((c.get("cgroup") or {}).get("path") or "") if isinstance(c.get("cgroup"), dict) else ""
+    by_scope = engine_of_scope(path.rsplit("/", 1)[-1])
+    if by_scope and ENGINES[by_scope].scope_decides:
+        return by_scope
+    if "/docker/" in path:
+        return "docker"
+    ns = c.get("namespace")
+    owner = next((n for n, e in ENGINES.items() if e.namespace and e.namespace == ns), None)
+    if owner or "engine" in c or ns in (None, "runc"):
+        return owner
+    return "containerd"
 
 
 def scope_names(cid: str) -> list[str]:

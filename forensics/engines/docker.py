@@ -7,7 +7,7 @@ cri-dockerd (and dockershim before it) put in the container's labels (stacks.md 
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.engines.engine import Discovery, Engine, Settings, flag
+from forensics.engines.engine import Cdi, Discovery, Engine, Settings, flag
 
 #: moby daemon/config ``DefaultContainersNamespace``
 NAMESPACE = "moby"
@@ -62,6 +62,33 @@ def roots_from_settings(path: str, doc: dict) -> list[tuple]:
     return _roots(f"{path} ", doc.get("data-root") or doc.get("graph"), doc.get("exec-root"))
 
 
+RUN = "docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L"
+RUN_WHAT = "Start GPU containers with CDI devices instead of --gpus"
+
+
+def cdi_steps(d: dict, hook_users: list) -> list[dict]:
+    """stacks.md 6: CDI in dockerd (daemon.json ``features.cdi``) unless it is on, then ``--device
+    nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
+    out = []
+    if d.get("cdi") is not True:
+        out.append({"what": "Enable CDI in dockerd",
+                    "change": ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
+                    "needs": "Docker >= 25.0 (features.cdi; on by default from 28.2, where this only makes it "
+                             "explicit); NVIDIA Container Toolkit >= 1.15.0",
+                    "breaks": None if d.get("live_restore") else "restarting dockerd stops every running container: "
+                              "daemon.json does not set live-restore",
+                    "why": "daemon.json features.cdi is " + ({True: "true", False: "false"}.get(d.get("cdi"))
+                                                             or "not set (off before Docker 28.2, on from 28.2)")})
+    out.append({"what": RUN_WHAT,
+                "change": [RUN, "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> "
+                                "in place of --gpus"],
+                "needs": "the CDI spec and dockerd's CDI support above",
+                "breaks": "the containers are recreated (stopped and started again)",
+                "why": "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
+                       "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"})
+    return out
+
+
 ENGINE = Engine(
     name="docker", title="Docker", scope_prefix="docker",   # moby daemon/oci_linux.go scopePrefix
     cgroup_default={2: ("systemd", "Docker's default on cgroup v2 (systemd when native.cgroupdriver is unset and "
@@ -69,7 +96,10 @@ ENGINE = Engine(
                     1: ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_WHY})")},
     cgroup_setting="daemon.json exec-opts native.cgroupdriver",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
-    cdi_run="docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
-    settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True),
+    cri_runtime="docker://", namespace=NAMESPACE,   # cri-dockerd (and dockershim before it) report docker://
+    settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True,
+                      shows_engine="{files} exists (stacks.md 6)"),
     discovery=Discovery(roots={"docker": (DATA_ROOT,)}, commands={"dockerd": ("dockerd",)},
-                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings))
+                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings),
+    cdi=Cdi(lambda d: "dockerd resolves --device nvidia.com/gpu=... from the specs in /etc/cdi and /var/run/cdi",
+            cdi_steps, RUN_WHAT))

@@ -17,7 +17,9 @@ class Settings:
     forensics/configdoc.py); ``driver(settings)`` -> ``(value, said)``: ``"systemd"`` or ``"cgroupfs"`` where
     they set the cgroup driver, ``None`` where they do not (its default applies), and the sentence saying
     which, written after the files' names; ``one_file``: the single file is recorded as one path and named
-    by ``source`` (Docker's daemon.json), not as a list named by ``files``."""
+    by ``source`` (Docker's daemon.json), not as a list named by ``files``; ``shows_engine``: how stack
+    recognition cites the files as evidence that the engine runs here (``{files}`` their names), ``None``
+    where they show nothing (containers.conf ships with containers-common on CRI-O nodes too)."""
 
     files: tuple[str, ...]
     fmt: str
@@ -27,6 +29,7 @@ class Settings:
     drop_ins: str | None = None
     suffixes: tuple[str, ...] = ()
     one_file: bool = False
+    shows_engine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,23 @@ class Discovery:
     also: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Cdi:
+    """How GPU containers move to CDI devices on an engine that starts them by its own command (Docker,
+    Podman) rather than through Kubernetes; forensics/findings/stack_remedies.py writes the remedies.
+
+    ``spec_why(settings)``: why a CDI spec is needed first and where this engine looks for it (``settings``:
+    the engine's, ``stack.<engine>``, ``{}`` when none was seen); ``steps(settings, hook_users)``: what
+    follows a spec, in order, each the next step of the one before, as ``{"what", "change": [command lines,
+    "# ..." comments], "needs", "breaks", "why"}`` (``hook_users``: what still starts GPU containers
+    through the standalone hook, in words); ``run_what``: the name of the step that starts containers with
+    CDI devices (the one that relies on the spec: never given while the driver root is unknown)."""
+
+    spec_why: Callable[[dict], str]
+    steps: Callable[[dict, list], list]
+    run_what: str
+
+
 def flag(argv: list[str], *names: str) -> str | None:
     """The value of the first ``-name X`` / ``--name X`` / ``--name=X`` of ``argv`` (Go flag and urfave/cli
     spellings), ``None`` when absent."""
@@ -73,10 +93,17 @@ class Engine:
     its setting is not given, with the upstream source; ``cgroup_setting``: where that setting lives, in
     words; ``marker``: a spec annotation ``(key, value)`` only this engine writes (``None``: none is
     decisive); ``pod_annotations``: ``(pod, namespace, container)`` annotation keys naming the Kubernetes
-    pod of a container it runs (empty: it runs no pods); ``cdi_run``: the command that starts a container
-    with a CDI device (``None``: CDI goes through Kubernetes, not a command); ``settings``: its own settings
+    pod of a container it runs (empty: it runs no pods); ``settings``: its own settings
     files (:class:`Settings`; ``None``: read elsewhere, containerd's by collectors/runtime_config/parse.py);
-    ``discovery``: how its containers are found (:class:`Discovery`)."""
+    ``discovery``: how its containers are found (:class:`Discovery`); ``cdi``: how its GPU containers move to
+    CDI devices by its own command (:class:`Cdi`; ``None``: through Kubernetes and the device plugin);
+    ``cri_runtime``: the scheme of the Node's ``status.nodeInfo.containerRuntimeVersion`` when the kubelet
+    runs on it (``"cri-o://"``); ``namespace``: the containerd namespace whose containers are its own
+    (Docker's ``moby``, the CRI plugin's ``k8s.io``); ``scope_decides``: a container in its scope is its own
+    (False where others use the prefix too: containerd's ``cri-containerd-`` is k3s's and RKE2's, runc's
+    ``runc-`` any runc caller's); ``hook_user``: its containers that carry the standalone
+    nvidia-container-runtime-hook in their spec use that hook themselves (False for containerd, whose hooked
+    containers come from nvidia-container-runtime's legacy mode, judged by the runtime's mode)."""
 
     name: str
     title: str
@@ -85,9 +112,13 @@ class Engine:
     cgroup_setting: str = ""
     marker: tuple[str, str] | None = None
     pod_annotations: tuple[str, ...] = ()
-    cdi_run: str | None = None
     settings: Settings | None = None
     discovery: Discovery = field(default_factory=Discovery)
+    cdi: Cdi | None = None
+    cri_runtime: str | None = None
+    namespace: str | None = None
+    scope_decides: bool = True
+    hook_user: bool = True
 
     def default_driver(self, version: int | None) -> tuple[str, str] | None:
         """``(driver, why)`` for cgroup ``version`` (1, 2 or None: unknown); None when the default depends

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from forensics import configdoc as cd
 import forensics.engines.storage as storage
-from forensics.engines.engine import Discovery, Engine, Settings, flag
+from forensics.engines.engine import Cdi, Discovery, Engine, Settings, flag
 
 #: containers.conf(5): the system file, its drop-ins, and the distribution's defaults, in override order
 CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
@@ -60,14 +60,39 @@ def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) 
             ("crio", flag(exit_args, "runroot"), f"{where} conmon --exit-command podman --runroot")]
 
 
+RUN = "podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L"
+RUN_WHAT = "Start GPU containers with CDI devices instead of the OCI hook"
+
+
+def _spec_why(conf: dict) -> str:
+    dirs = conf.get("cdi_spec_dirs")
+    return "podman resolves --device nvidia.com/gpu=... from " + (
+        f"the cdi_spec_dirs containers.conf sets ({', '.join(dirs)})" if dirs else "the specs in /etc/cdi and /var/run/cdi")
+
+
+def cdi_steps(conf: dict, hook_users: list) -> list[dict]:
+    """``--device nvidia.com/gpu=...`` in place of the toolkit's OCI hook (Podman reads CDI specs itself from
+    4.1.0: no engine setting to change); never containerd's CRI snippet nor a daemon restart (Podman has no
+    daemon)."""
+    hooks = [h for h in hook_users if h.startswith("OCI hook file")]
+    return [{"what": RUN_WHAT,
+             "change": [RUN, "# then recreate each GPU container with --device nvidia.com/gpu=<index or UUID>"],
+             "needs": f"the CDI spec above; Podman >= {CDI_MIN_VERSION}",
+             "breaks": "the containers are recreated (stopped and started again)"
+                       + (f"; the hook file stays for the containers not yet moved ({'; '.join(hooks)})" if hooks else ""),
+             "why": "the toolkit's OCI hook (hooks.d) makes the GPU nodes inside the container after runc set its "
+                    "device rules, outside the spec, so a rebuild of the rules from the spec drops them; a CDI "
+                    "device enters linux.devices"}]
+
+
 ENGINE = Engine(
     name="podman", title="Podman", scope_prefix="libpod",
     cgroup_default={None: ("systemd", "Podman's default (containers.conf(5) [engine] cgroup_manager: "
                                       "\"systemd\" unless set)")},
     cgroup_setting="containers.conf [engine] cgroup_manager",
     marker=MARKER,
-    cdi_run="podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L",
     settings=Settings(CONFIGS[:2], "toml", "containers.conf", settings, _driver, drop_ins=CONFIGS[2],
                       suffixes=(".conf",)),
     discovery=Discovery(roots={"crio": storage.RUNROOTS, "graph": storage.GRAPHROOTS}, commands={"conmon": ("conmon",)},
-                        from_cmdline=roots_from_cmdline, from_settings=storage.roots_in, also=(storage.CONF,)))
+                        from_cmdline=roots_from_cmdline, from_settings=storage.roots_in, also=(storage.CONF,)),
+    cdi=Cdi(_spec_why, cdi_steps, RUN_WHAT))

@@ -25,6 +25,6 @@ ENGINE = Engine(
     name="runc", title="runc", scope_prefix="runc",
     cgroup_default={None: ("cgroupfs", "runc's default (cgroupfs unless runc runs with --systemd-cgroup; runc(8), "
                                        "runc docs/cgroup-v2.md)")},
-    cgroup_setting="runc's --systemd-cgroup flag",
+    cgroup_setting="runc's --systemd-cgroup flag", scope_decides=False,
     discovery=Discovery(roots={"runc": DEFAULT_ROOTS}, commands={n: (n,) for n in COMMANDS},
                         from_cmdline=roots_from_cmdline))

@@ -20,24 +20,19 @@ Nothing here reads the host or the bundle.
 """
 from __future__ import annotations
 
-from forensics.engines import ENGINES as _TABLE, title
+from forensics.engines import ENGINES as _TABLE, engine_of_record, title
 from forensics.engines.containerd import CRI_NAMESPACE
-from forensics.engines.docker import NAMESPACE as DOCKER_NAMESPACE
 
 DRIVERS = ("systemd", "cgroupfs")
 ENGINES = tuple(_TABLE)
 
 
 def engine_of(c: dict) -> str | None:
-    """The engine that runs container record ``c``: its ``engine`` key (collectors/containers), else, in a
-    record of an older version, its containerd namespace (``moby``: Docker; any other but ``runc``:
-    containerd); ``None`` when unknown (the ``runc`` namespace of /run/runc is plain runc or CRI-O)."""
-    if c.get("engine") in ENGINES:
-        return c["engine"]
-    ns = c.get("namespace")
-    if ns == DOCKER_NAMESPACE:
-        return "docker"
-    return None if ns in (None, "runc") or "engine" in c else "containerd"
+    """The engine of the registry that runs container record ``c``
+    (:func:`forensics.engines.engine_of_record`); ``None`` when unknown or not in the registry (k3s and
+    RKE2 are containerd's)."""
+    e = engine_of_record(c)
+    return e if e in ENGINES else None
 
 
 def decide(c: dict, engines: dict | None, runtime: dict) -> dict:

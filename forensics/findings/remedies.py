@@ -7,6 +7,7 @@ first and what it would break.
 """
 from __future__ import annotations
 
+from ..engines import ENGINES
 from ..words import setting
 from . import stack_remedies as sr
 from .commands import Ev
@@ -97,10 +98,8 @@ def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[di
         return sr.bottlerocket(st, node, (runtime.get("stack") or {}).get("bottlerocket_plugin"))
     if plugin == "gpu-operator":
         return sr.gpu_operator(st, node, {})
-    if engine == "docker":
-        return sr.docker(st, runtime, specs_ok, root)
-    if engine == "podman":
-        return sr.podman(st, runtime, specs_ok, root)
+    if engine in ENGINES and ENGINES[engine].cdi:  # Docker, Podman: GPU containers started by the engine's command
+        return sr.by_command(ENGINES[engine], st, runtime, specs_ok, root)
     out = sr.containerd_cdi(st, runtime)
     if plugin == "hami":
         plug = sr.hami(st, node, root)

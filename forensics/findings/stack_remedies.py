@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines.docker import ENGINE as DOCKER
-from ..engines.podman import CDI_MIN_VERSION as PODMAN_CDI, ENGINE as PODMAN
+from ..engines import ENGINES
 from ..words import setting
 from .commands import Ev, lines, valid
 
@@ -24,8 +23,7 @@ HOOK_BREAK = ("the standalone nvidia-container-runtime-hook refuses to run in an
 #: remedies whose commands name the driver root: never given while it is unknown (issue 14)
 NEED_ROOT = ("Generate a CDI spec for the GPUs", "Or: have the device plugin request devices through CDI (cdi-cri)",
              "Or: have HAMi's device plugin request devices through CDI", "Switch nvidia-container-runtime to CDI mode",
-             "Start GPU containers with CDI devices instead of --gpus",
-             "Start GPU containers with CDI devices instead of the OCI hook")
+             *(e.cdi.run_what for e in ENGINES.values() if e.cdi))
 
 
 def remedy(what, stack, change, needs, breaks, why, follows: bool = False) -> dict:
@@ -251,55 +249,14 @@ def _cdi_spec(st, root, output: str, why: str) -> dict:
                   "NVIDIA Container Toolkit >= 1.12.0", None, why)
 
 
-def docker(st, runtime, specs_ok: bool, root) -> list[dict]:
-    """A Docker host (stacks.md 6): a CDI spec, CDI in dockerd (daemon.json ``features.cdi``), and
-    ``--device nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
-    d = (runtime.get("stack") or {}).get("docker") or {}
-    out = []
-    if not specs_ok:
-        out.append(_cdi_spec(st, root, "/etc/cdi/nvidia.yaml",
-                             "dockerd resolves --device nvidia.com/gpu=... from the specs in /etc/cdi and /var/run/cdi"))
-    if d.get("cdi") is not True:
-        out.append(remedy("Enable CDI in dockerd", label(st),
-                          ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
-                          "Docker >= 25.0 (features.cdi; on by default from 28.2, where this only makes it explicit); "
-                          "NVIDIA Container Toolkit >= 1.15.0",
-                          None if d.get("live_restore") else "restarting dockerd stops every running container: "
-                          "daemon.json does not set live-restore",
-                          "daemon.json features.cdi is " + ({True: "true", False: "false"}.get(d.get("cdi"))
-                                                            or "not set (off before Docker 28.2, on from 28.2)"),
-                          follows=True))
-    out.append(remedy("Start GPU containers with CDI devices instead of --gpus", label(st),
-                      [DOCKER.cdi_run,
-                       "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> in place of --gpus"],
-                      "the CDI spec and dockerd's CDI support above",
-                      "the containers are recreated (stopped and started again)",
-                      "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
-                      "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices", follows=True))
-    return out
-
-
-def podman(st, runtime, specs_ok: bool, root) -> list[dict]:
-    """A Podman host (forensics/engines/podman.py): a CDI spec, then ``--device nvidia.com/gpu=...`` in place
-    of the toolkit's OCI hook (Podman reads CDI specs itself from 4.1.0: no engine setting to change); never
-    containerd's CRI snippet nor a daemon restart (Podman has no daemon)."""
-    conf = (runtime.get("stack") or {}).get("podman") or {}
-    dirs = conf.get("cdi_spec_dirs")
-    out = []
-    if not specs_ok:
-        out.append(_cdi_spec(st, root, "/etc/cdi/nvidia.yaml", "podman resolves --device nvidia.com/gpu=... from "
-                             + (f"the cdi_spec_dirs containers.conf sets ({', '.join(dirs)})" if dirs
-                                else "the specs in /etc/cdi and /var/run/cdi")))
-    hooks = [h for h in st.get("hook_users") or [] if h.startswith("OCI hook file")]
-    out.append(remedy("Start GPU containers with CDI devices instead of the OCI hook", label(st),
-                      [PODMAN.cdi_run, "# then recreate each GPU container with --device nvidia.com/gpu=<index or UUID>"],
-                      f"the CDI spec above; Podman >= {PODMAN_CDI}",
-                      "the containers are recreated (stopped and started again)"
-                      + (f"; the hook file stays for the containers not yet moved ({'; '.join(hooks)})" if hooks else ""),
-                      "the toolkit's OCI hook (hooks.d) makes the GPU nodes inside the container after runc set "
-                      "its device rules, outside the spec, so a rebuild of the rules from the spec drops them; a "
-                      "CDI device enters linux.devices", follows=True))
-    return out
+def by_command(engine, st, runtime, specs_ok: bool, root) -> list[dict]:
+    """An engine that starts GPU containers by its own command (its :attr:`forensics.engines.engine.Engine.cdi`:
+    Docker, stacks.md 6; Podman, forensics/engines/podman.py): a CDI spec where none is usable, then the
+    engine's own steps, each the next step of the one before."""
+    conf = (runtime.get("stack") or {}).get(engine.name) or {}
+    out = [] if specs_ok else [_cdi_spec(st, root, "/etc/cdi/nvidia.yaml", engine.cdi.spec_why(conf))]
+    return out + [remedy(s["what"], label(st), s["change"], s["needs"], s["breaks"], s["why"], follows=True)
+                  for s in engine.cdi.steps(conf, st.get("hook_users") or [])]
 
 
 def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:

@@ -10,16 +10,9 @@ conclusion carries the evidence it was drawn from; nothing seen is ``None``, nev
 """
 from __future__ import annotations
 
-import posixpath
-
-from ..engines import engine_of_scope
-from ..engines.containerd import CRI_NAMESPACE
-from ..engines.docker import NAMESPACE as DOCKER_NAMESPACE
+from ..engines import ENGINES, engine_of_record
 
 LEGACY_HOOK = "nvidia-container-runtime-hook"
-RUNTIME_PREFIX = {"containerd://": "containerd", "cri-o://": "crio", "docker://": "docker"}  #: node.status.nodeInfo
-#: containerd namespaces (stacks.md 6)
-NAMESPACE_ENGINE = {DOCKER_NAMESPACE: "docker", CRI_NAMESPACE: "containerd"}
 
 
 def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict | None) -> dict:
@@ -49,33 +42,18 @@ def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict
             "evidence": ev}
 
 
-def _engine_of(c: dict) -> str | None:
-    """A container record's engine: its ``engine`` key (h-engines), else its containerd namespace or its
-    cgroup scope name (``crio-<id>.scope``, ``docker-<id>.scope``, ``libpod-<id>.scope``: stacks.md 6, 7,
-    forensics/engines/podman.py)."""
-    if c.get("engine"):
-        return c["engine"]
-    path = str((c.get("cgroup") or {}).get("path") or "")
-    by_scope = engine_of_scope(posixpath.basename(path))
-    if by_scope in ("crio", "docker", "podman"):
-        return by_scope
-    if "/docker/" in path:
-        return "docker"
-    return NAMESPACE_ENGINE.get(c.get("namespace"))
-
-
 def _engines(runtime, st, containers, kube, ev) -> tuple[list[str], str | None]:
     seen: dict[str, str] = {}
 
     def saw(engine, why):
         seen.setdefault(engine, why)
     ver = ((kube.get("node") or {}).get("container_runtime_version") or "")
-    kubelet = next((e for p, e in RUNTIME_PREFIX.items() if ver.startswith(p)), None)
+    kubelet = next((n for n, e in ENGINES.items() if e.cri_runtime and ver.startswith(e.cri_runtime)), None)
     if kubelet:
         saw(kubelet, f"the Node reports containerRuntimeVersion {ver}")
     counts: dict[str, int] = {}
     for c in containers:
-        if e := _engine_of(c):
+        if e := engine_of_record(c):
             counts[e] = counts.get(e, 0) + 1
     for e, n in sorted(counts.items(), key=lambda x: -x[1]):
         saw(e, f"{n} container record{'s' if n != 1 else ''} of {e}")
@@ -86,19 +64,19 @@ def _engines(runtime, st, containers, kube, ev) -> tuple[list[str], str | None]:
         saw(d, f"/var/lib/rancher/{d}/agent/etc/containerd/config.toml exists (stacks.md 8)")
     if ctd and ctd.get("cri_table") and not ctd.get("cri_disabled"):
         saw("containerd", f"{', '.join(files)} configures containerd's CRI plugin")
-    if st.get("docker"):
-        saw("docker", "/etc/docker/daemon.json exists (stacks.md 6)")
-    elif ctd.get("cri_disabled"):
+    for n, e in ENGINES.items():  # the engines' own settings files, where they show the engine runs here
+        conf = st.get(n)
+        if e.settings and e.settings.shows_engine and isinstance(conf, dict):
+            saw(n, e.settings.shows_engine.format(files=conf.get("source") or ", ".join(conf.get("files") or [])))
+    if "docker" not in seen and ctd.get("cri_disabled"):
         saw("docker", f"{', '.join(files)} disables the CRI plugin, as dockerd's own containerd config does")
-    if st.get("crio"):
-        saw("crio", f"CRI-O config {', '.join(st['crio']['files'])} (stacks.md 7)")
     engines = list(seen)
     ev += [f"engine {e}: {why}" for e, why in seen.items()]
     if kubelet == "containerd" and rancher:  # k3s / RKE2 report their embedded containerd
         kubelet = "k3s" if "k3s" in rancher else rancher[0]
     if kubelet:
         return engines, kubelet
-    gpu = [e for c in containers if (e := _engine_of(c)) and _gpu(c)]
+    gpu = [e for c in containers if (e := engine_of_record(c)) and _gpu(c)]
     if gpu:
         top = max(set(gpu), key=gpu.count)
         return engines, (rancher[0] if top == "containerd" and rancher else top)
@@ -212,8 +190,8 @@ def _hook_users(runtime, st, containers, engines) -> list[str]:
     if st.get("shimpei_hook"):
         out.append("Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json (prestart nvidia-container-runtime-hook)")
     for c in containers:
-        e = _engine_of(c)
-        if e in ("docker", "crio", "podman", "runc") and any(
+        e = engine_of_record(c)
+        if e in ENGINES and ENGINES[e].hook_user and any(
                 LEGACY_HOOK in _hook_text(h) for h in (c.get("hooks") or {}).get("prestart") or []):
             out.append(f"{e} container {str(c.get('id'))[:12]} has the {LEGACY_HOOK} prestart hook")
     if "docker" in engines and not any(o.startswith("docker container") for o in out):
