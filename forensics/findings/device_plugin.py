@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 from ..redact import is_redacted
+from .record import SOCKET_MOUNT, Record
 
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
 NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
-SOCKET_MOUNT = "device_plugin_socket_mount"  #: the container record's field (collectors/containers/)
 #: how the basis names the kubelet's device-plugin directory when the reading does not say where it is
 PLUGIN_DIR = "the kubelet's device-plugin directory"
 _CTYPE = "io.kubernetes.cri.container-type"
@@ -53,38 +53,37 @@ def device_plugin_settings(containers: list[dict], kept=_nvidia_or_cuda,
     the command line are not in the record.
     """
     plugin_dir = plugin_dir or PLUGIN_DIR
-    found = [c for c in containers if _named_like_plugin(c)]
+    found = [c for c in map(Record.of, containers) if _named_like_plugin(c)]
     if not found:
         return None
     mounted, unchecked, ignored = [], [], []
     for c in found:
-        (mounted if c.get(SOCKET_MOUNT) is True else unchecked if SOCKET_MOUNT not in c else ignored).append(c)
+        (mounted if c.socket_mount else unchecked if c.socket_mount is None else ignored).append(c)
     # a pod's sandbox (pause) container carries the pod's name but never runs the plugin: not worth naming
-    shown = [_label(c) for c in ignored if (c.get("annotations") or {}).get(_CTYPE) != "sandbox"]
+    shown = [c.label for c in ignored if c.annotations.get(_CTYPE) != "sandbox"]
     if not (mounted or unchecked):  # named like the plugin, but none mounts the kubelet's socket directory
-        return _untrusted(shown or [_label(c) for c in ignored], shown, plugin_dir)
-    c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in (c.get("container_name") or ""))[0]
-    out = {"id": c.get("id"), "pod": c.get("pod"), "image": c.get("image"),
+        return _untrusted(shown or [c.label for c in ignored], shown, plugin_dir)
+    c = sorted(mounted or unchecked, key=lambda c: "device-plugin" not in c.text("container_name"))[0]
+    out = {"id": c.id, "pod": c.pod, "image": c.image,
            "socket_mount": True if mounted else None, "ignored": shown, "basis": {}}
     if mounted:
-        out["basis"]["device_plugin"] = (f"{_label(c)} mounts {plugin_dir}, where the device plugin "
+        out["basis"]["device_plugin"] = (f"{c.label} mounts {plugin_dir}, where the device plugin "
                                          "registers with the kubelet" + (
                                              f"; named like the plugin but without that mount, so not taken as "
                                              f"it: {_names(shown)}" if shown else ""))
     else:
-        out["basis"]["device_plugin"] = (f"{_label(c)} is taken as the device plugin by its name alone: its "
+        out["basis"]["device_plugin"] = (f"{c.label} is taken as the device plugin by its name alone: its "
                                          f"record predates the check of the {plugin_dir} mount, so the "
                                          "mount could not be checked")
-    env = c.get("env") or {}
     for key, var, default, parse in _plugin_settings():
-        out[key], out["basis"][var] = _setting(env, var, default, parse, kept)
+        out[key], out["basis"][var] = _setting(c.env, var, default, parse, kept)
     return out
 
 
-def _named_like_plugin(c: dict) -> bool:
+def _named_like_plugin(c: Record) -> bool:
     """A candidate by its image, container or pod name (no proof: see :func:`device_plugin_settings`)."""
-    name = (c.get("container_name") or "").lower()
-    text = " ".join(str(c.get(k) or "") for k in ("image", "container_name", "pod")).lower()
+    name = c.text("container_name").lower()
+    text = " ".join(c.text(k) for k in ("image", "container_name", "pod")).lower()
     return any(t in text for t in PLUGIN_TOKENS) and not any(t in name for t in NOT_PLUGIN)
 
 
@@ -124,12 +123,6 @@ def _plugin_settings() -> tuple:
             ("device_id_strategy", "DEVICE_ID_STRATEGY", "uuid", str),
             ("cdi_annotation_prefix", "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/", str),
             ("nvidia_ctk_path", "NVIDIA_CTK_PATH", None, str))
-
-
-def _label(c: dict) -> str:
-    """``ns/pod (container)`` of a container record, or its id."""
-    pod = f"{c.get('pod_namespace') or '?'}/{c.get('pod')}" if c.get("pod") else str(c.get("id"))
-    return f"{pod} ({c['container_name']})" if c.get("container_name") else pod
 
 
 def _names(labels: list[str], most: int = 3) -> str:

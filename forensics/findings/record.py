@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the record's key saying whether the container mounts the kubelet's device-plugin directory
+SOCKET_MOUNT = "device_plugin_socket_mount"
+
 
 @dataclass(frozen=True)
 class Record:
@@ -13,7 +16,10 @@ class Record:
     was tampered with) is its field's empty default, and the lists keep only their objects. ``raw`` is the
     record itself, for the cgroup-driver decision and the reload inference, which read it as it is.
     ``linux_devices``, ``hooks`` and ``dev_entries`` are None when the record does not hold them (the spec
-    or /dev not read), which is not the same as empty."""
+    or /dev not read), which is not the same as empty; so is ``memory`` (its memory controller's counters,
+    collectors/containers/memory.py) and ``socket_mount`` (whether it mounts the kubelet's device-plugin
+    directory: None when the record is older than that check). ``engine``, ``namespace`` and ``image`` are
+    as the record holds them."""
 
     raw: dict
     id: object
@@ -33,6 +39,11 @@ class Record:
     annotations: dict
     cgroup: dict
     runc_log: list
+    engine: object = None
+    namespace: object = None
+    image: object = None
+    memory: dict | None = None
+    socket_mount: bool | None = None
 
     @classmethod
     def of(cls, c: dict) -> "Record":
@@ -48,7 +59,19 @@ class Record:
                    objects("linux_devices", None), kind("hooks", dict, None), objects("resources_devices", []),
                    objects("dev_entries", None), kind("env", dict, {}), kind("annotations", dict, {}),
                    kind("cgroup", dict, {}), [x for x in c.get("runc_log") or [] if isinstance(x, dict)]
-                   if isinstance(c.get("runc_log"), list) else [])
+                   if isinstance(c.get("runc_log"), list) else [], c.get("engine"), c.get("namespace"), c.get("image"),
+                   kind("memory", dict, None), (c[SOCKET_MOUNT] is True) if SOCKET_MOUNT in c else None)
+
+    def text(self, field: str) -> str:
+        """A field's value as text (``""`` for None): a name, a pod, an image, whatever type it came in."""
+        v = getattr(self, field)
+        return "" if v is None else str(v)
+
+    @property
+    def label(self) -> str:
+        """``ns/pod (container)``, or its id in place of the pod."""
+        pod = f"{self.pod_namespace or '?'}/{self.pod}" if self.pod else str(self.id)
+        return f"{pod} ({self.container_name})" if self.container_name else pod
 
     @property
     def unit(self) -> dict | None:

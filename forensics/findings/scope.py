@@ -174,11 +174,9 @@ def pod_gpus(ev: Evidence) -> tuple[set[str] | None, str]:
     if held:
         return held, f"the kubelet's device-plugin checkpoint ({ck.get('source') or 'kubelet_internal_checkpoint'})"
     ids = {str(c) for c in sc.containers}
-    for c in ev.facts.get("containers") or []:
-        if not isinstance(c, dict):
-            continue
-        if pod_key(c.get("pod_namespace"), c.get("pod")) in sc.pods or str(c.get("id")) in ids:
-            nvd = str((c.get("env") or {}).get("NVIDIA_VISIBLE_DEVICES") or "")
+    for c in ev.records():
+        if pod_key(c.pod_namespace, c.pod) in sc.pods or str(c.id) in ids:
+            nvd = str(c.env.get("NVIDIA_VISIBLE_DEVICES") or "")
             uuids = {v.strip() for v in nvd.split(",") if _UUID.match(v.strip())}
             held |= uuids
     if held:

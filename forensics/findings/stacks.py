@@ -11,6 +11,7 @@ conclusion carries the evidence it was drawn from; nothing seen is ``None``, nev
 from __future__ import annotations
 
 from ..engines import ENGINES, engine_of_record
+from .record import Record
 
 LEGACY_HOOK = "nvidia-container-runtime-hook"
 
@@ -32,9 +33,9 @@ def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict
     hooks = _hook_users(runtime, st, containers, engines)
     ev += [f"standalone hook user: {h}" for h in hooks]
     rancher = next((r for r in st.get("rancher") or [] if r.get("distro") == engine), None)
-    rec = next((c for c in containers if dp.get("id") and c.get("id") == dp.get("id")), {})
+    rec = next((c for c in map(Record.of, containers) if dp.get("id") and c.id == dp.get("id")), None)
     return {"engine": engine, "engines": engines, "device_plugin": plugin, "driver_root": root,
-            "plugin_pod": {"namespace": rec.get("pod_namespace") or (kube.get("device_plugin") or {}).get("namespace"),
+            "plugin_pod": {"namespace": (rec and rec.pod_namespace) or (kube.get("device_plugin") or {}).get("namespace"),
                            "pod": dp.get("pod")} if dp.get("pod") else None,
             "hook_users": hooks, "docker": "docker" in engines,
             "k3s_templates": (rancher or {}).get("templates") or [],
@@ -89,9 +90,14 @@ def _engines(runtime, st, containers, kube, ev) -> tuple[list[str], str | None]:
 
 
 def _gpu(c: dict) -> bool:
-    env = c.get("env") or {}
-    return bool(env.get("NVIDIA_VISIBLE_DEVICES") not in (None, "", "void", "none")
-                or any(LEGACY_HOOK in _hook_text(h) for h in (c.get("hooks") or {}).get("prestart") or []))
+    r = Record.of(c)
+    return bool(r.env.get("NVIDIA_VISIBLE_DEVICES") not in (None, "", "void", "none") or _hooked(r))
+
+
+def _hooked(r: Record) -> bool:
+    """The container's spec has the standalone hook among its prestart hooks."""
+    pre = (r.hooks or {}).get("prestart")
+    return any(LEGACY_HOOK in _hook_text(h) for h in (pre if isinstance(pre, list) else []))
 
 
 def _hook_text(h) -> str:
@@ -190,10 +196,9 @@ def _hook_users(runtime, st, containers, engines) -> list[str]:
     if st.get("shimpei_hook"):
         out.append("Bottlerocket's /etc/shimpei/nvidia-oci-hooks.json (prestart nvidia-container-runtime-hook)")
     for c in containers:
-        e = engine_of_record(c)
-        if e in ENGINES and ENGINES[e].hook_user and any(
-                LEGACY_HOOK in _hook_text(h) for h in (c.get("hooks") or {}).get("prestart") or []):
-            out.append(f"{e} container {str(c.get('id'))[:12]} has the {LEGACY_HOOK} prestart hook")
+        e, r = engine_of_record(c), Record.of(c)
+        if e in ENGINES and ENGINES[e].hook_user and _hooked(r):
+            out.append(f"{e} container {str(r.id)[:12]} has the {LEGACY_HOOK} prestart hook")
     if "docker" in engines and not any(o.startswith("docker container") for o in out):
         out.append("the Docker daemon: containers it starts with --gpus get the standalone hook (stacks.md 6)")
     return out

@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 from ..events import Coverage, Event
 from ..timeutil import human, iso_z
+from .record import Record
 from .requester import REQUESTER_LOOKAHEAD, REQUESTER_LOOKBACK, cite
 
 __all__ = ["CONFIRMED", "INFERRED", "EXCLUDED", "UNDETERMINED", "Cause", "Window", "Scope", "Evidence", "Rule",
@@ -113,6 +114,11 @@ class Evidence:
     def everything(self) -> list[Event]:
         """The whole timeline when it was handed over, else the window's events."""
         return self.all_events if self.all_events is not None else self.events
+
+    def records(self) -> list[Record]:
+        """The node's container records (``facts["containers"]``), typed (:class:`Record`); an entry that is
+        not an object is left out."""
+        return [Record.of(c) for c in self.facts.get("containers") or [] if isinstance(c, dict)]
 
 
 @dataclass

@@ -70,10 +70,9 @@ def _cri_logged(ev: Evidence, rows: list[dict]) -> bool:
     CRI), whose instrumented service logs each UpdateContainerResources at info level; an update by another
     client (``runc update``, ``ctr``) is logged by none."""
     ids = {r.get("id") for r in rows}
-    recs = [c for c in ev.facts.get("containers") or [] if isinstance(c, dict) and c.get("id") in ids]
-    return bool(recs) and all(c.get("engine") in ("containerd", None) and c.get("namespace") == CRI_NAMESPACE
-                              and any(str(k).startswith("io.kubernetes.cri.") for k in c.get("annotations") or {})
-                              for c in recs)
+    recs = [c for c in ev.records() if c.id in ids]
+    return bool(recs) and all(c.engine in ("containerd", None) and c.namespace == CRI_NAMESPACE
+                              and any(str(k).startswith("io.kubernetes.cri.") for k in c.annotations) for c in recs)
 
 
 def mechanism(ev: Evidence, rows: list[dict], where: str, pol: str | None, src: str) -> Mechanism:

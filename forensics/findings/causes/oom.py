@@ -56,11 +56,10 @@ def _counted(ev: Evidence, rows: list[dict]) -> list[str]:
     """The incident's containers whose memory cgroup counts an OOM kill (the record's ``memory``)."""
     ids = {r.get("id") for r in rows}
     out = []
-    for c in ev.facts.get("containers") or []:
-        mem = c.get("memory") if isinstance(c, dict) else None
-        if c.get("id") in ids and isinstance(mem, dict) and isinstance(mem.get("oom_kill"), int) and mem["oom_kill"] > 0:
-            out.append(f"{c.get('pod_namespace') or ''}/{c.get('pod') or str(c.get('id'))[:12]} ({mem.get('source')}: "
-                       f"oom_kill {mem['oom_kill']})")
+    for c in ev.records():
+        kills = (c.memory or {}).get("oom_kill")
+        if c.id in ids and isinstance(kills, int) and not isinstance(kills, bool) and kills > 0:
+            out.append(f"{c.pod_namespace or ''}/{c.pod or str(c.id)[:12]} ({c.memory.get('source')}: oom_kill {kills})")
     return out
 
 
