@@ -35,6 +35,10 @@ JSON_LIMIT = 8 << 20                  #: bytes of config.json / state.json read
 RUNC_LOG_LIMIT = 1 << 20              #: bytes of runc's log.json copied (its first lines: create's warnings)
 PROBE_BUDGET_S = 120.0                #: all probes of one collection together; later ones are not run
 RECORD = "record.json"
+#: the layout kinds of a containers/storage container (forensics/engines Discovery.storage_bundle), and of one
+#: whose bundle is its run root's userdata (CRI-O's)
+_STORAGE = tuple(e.name for e in eng.storage_engines())
+_RUN_ROOT = tuple(e.name for e in eng.storage_engines("run"))
 
 
 def _found_one(ctx, env, f, docker_roots=(), names=None):
@@ -53,13 +57,13 @@ def _found_one(ctx, env, f, docker_roots=(), names=None):
     else:
         why = ("gone mid-run: listed, then no longer there" if f.kind == "runc" else
                "no runc state for this container under any runc root looked in (containers/roots.json)")
-        guess = f"/run/runc/{f.id}/state.json" if f.kind in ("crio", "podman") else \
+        guess = f"/run/runc/{f.id}/state.json" if f.kind in _STORAGE else \
             f"{DEFAULT_RUNC_ROOT}/{f.namespace}/{f.id}/state.json"
         ctx.writer.record(Artifact(None, (f.states or [guess])[0], Status.ABSENT, "copy-redacted", notes=(why,)))
     ran = cp.state_bundle(state) if isinstance(state, dict) else None
     # a containers/storage run root's userdata without a spec: the bundle runc ran is the one its state names
     # (Podman's, under a graph root not learnt)
-    bundle = ran if f.kind == "crio" and ran and ran != f.bundle and not _has_spec(ctx, f.bundle) else \
+    bundle = ran if f.kind in _RUN_ROOT and ran and ran != f.bundle and not _has_spec(ctx, f.bundle) else \
         f.bundle or ran
     engine = _engine(f, bundle)
     outcome: dict = {}
@@ -71,8 +75,9 @@ def _found_one(ctx, env, f, docker_roots=(), names=None):
     engine = eng_table.engine_of_spec(cp.dig(spec, "annotations")) or \
         eng_table.engine_of_labels(cp.dig(state, "config", "labels")) or engine
     pid = state.get("init_process_pid") if isinstance(state, dict) else None
-    if not isinstance(pid, int) and bundle and f.kind in ("containerd", "crio"):
-        pid = _int_file(ctx, f"{bundle}/{'init.pid' if f.kind == 'containerd' else 'pidfile'}")
+    pid_file = eng_table.ENGINES[f.kind].discovery.pid_file if f.kind in eng_table.ENGINES else None
+    if not isinstance(pid, int) and bundle and pid_file:
+        pid = _int_file(ctx, f"{bundle}/{pid_file}")
     ident = dk.docker_identity(ctx, docker_roots, f.id, rel) if engine == "docker" and not ctx.expired() else None
     if ident is None and (names or {}).get(f.id):
         ident = {"container_name": names[f.id][0], "container_name_source": names[f.id][1]}
@@ -85,8 +90,8 @@ def _engine(f, bundle: str | None) -> str:
     """The engine that runs ``f`` by where it was found: Docker for a containerd task in ``moby``, the
     layout's engine for a containers/storage one, else the shape of the bundle its runc state names."""
     if f.kind == "containerd":
-        return "docker" if f.namespace == dk.NAMESPACE else "containerd"
-    return f.kind if f.kind in ("crio", "podman") else eng.engine_of_bundle(bundle)[0]
+        return eng.engine_of_namespace(f.namespace)
+    return f.kind if f.kind in _STORAGE else eng.engine_of_bundle(bundle)[0]
 
 
 def _has_spec(ctx, bundle: str | None) -> bool:

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from forensics import hostfs
 from forensics.engines import ENGINES, containerd, storage
 
-import collectors.containers.docker as dk
 
 CONTAINERD_STATE_DIRS, TASK_DIRS = containerd.STATE_DIRS, containerd.TASK_DIRS
 CMDLINE_LIMIT = 64 << 10
@@ -129,15 +128,22 @@ class Roots:
                 self.add(kind, value, source)
 
 
+def engine_of_namespace(ns: str) -> str:
+    """The engine whose containers a containerd namespace holds: the one that owns it (``Engine.namespace``:
+    Docker's ``moby``), else containerd (CRI's ``k8s.io``, k3s/RKE2, ``default``, nerdctl's...)."""
+    return next((n for n, e in ENGINES.items() if e.namespace == ns), containerd.ENGINE.name)
+
+
 def engine_of_bundle(bundle: str | None) -> tuple[str, str | None]:
     """``(engine, containerd namespace | None)`` from the shape of a bundle path runc recorded: a
-    containerd task directory (``docker`` for the ``moby`` namespace), a CRI-O userdata directory,
-    else ``("runc", None)``."""
+    containerd task directory (the engine that owns its namespace, ``docker`` for ``moby``; containerd for
+    any other), a containers/storage userdata directory (the run-root engine's, CRI-O: a Podman spec names
+    its engine itself), else ``("runc", None)``."""
     m = containerd.TASK_PATH.match(os.path.normpath(bundle)) if isinstance(bundle, str) and bundle.startswith("/") else None
     if m:
-        return ("docker" if m["ns"] == dk.NAMESPACE else "containerd"), m["ns"]
+        return engine_of_namespace(m["ns"]), m["ns"]
     if isinstance(bundle, str) and storage.USERDATA_PATH.match(os.path.normpath(bundle)):
-        return "crio", None
+        return storage_engines("run")[0].name, None
     return "runc", None
 
 
@@ -336,18 +342,26 @@ def discover(ctx, extra_state_dirs, read_options, limit: int) -> tuple[Inventory
     return inv, roots
 
 
+def storage_engines(where: str | None = None) -> list:
+    """The engines over containers/storage (``Discovery.storage_bundle``), or those whose bundle lies
+    ``where`` (``"run"``, ``"graph"``), in the registry's order."""
+    return [e for e in ENGINES.values() if e.discovery.storage_bundle and where in (None, e.discovery.storage_bundle)]
+
+
 def _storage_container(root, roots: Roots, middle: str, cid: str, userdata: str) -> Found:
-    """A container met in a containers/storage run root: CRI-O's when that ``userdata`` holds the spec
-    (its bundle); Podman's when the spec is in the same place under a graph root instead (Podman runs its
-    containers from the graph root's static directory: forensics/engines/podman.py); else CRI-O's,
-    whose spec is then recorded as absent."""
+    """A container met in a containers/storage run root: the run-root engine's (CRI-O) when that
+    ``userdata`` holds the spec (its bundle); a graph-root engine's (Podman, which runs its containers from
+    the graph root's static directory: forensics/engines/podman.py) when the spec is in the same place under
+    a graph root instead; else the run-root engine's, whose spec is then recorded as absent."""
     if not hostfs.exists(root, f"{userdata}/config.json"):
-        for graph in roots.graph:
-            static = f"{graph}/{middle}/{cid}/userdata"
-            if hostfs.exists(root, f"{static}/config.json"):
-                return Found("podman", "podman", cid, static, via=[
-                    f"containers/storage run root {userdata}", f"Podman bundle {static} (graph root {graph})"])
-    return Found("crio", "crio", cid, userdata, via=[f"CRI-O userdata {userdata}"])
+        for e in storage_engines("graph"):
+            for graph in roots.graph:
+                static = f"{graph}/{middle}/{cid}/userdata"
+                if hostfs.exists(root, f"{static}/config.json"):
+                    return Found(e.name, e.name, cid, static, via=[
+                        f"containers/storage run root {userdata}", f"{e.title} bundle {static} (graph root {graph})"])
+    run = storage_engines("run")[0]
+    return Found(run.name, run.name, cid, userdata, via=[f"{run.title} userdata {userdata}"])
 
 
 def _scan_runc_roots(ctx, roots: Roots, inv: Inventory) -> None:

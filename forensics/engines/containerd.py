@@ -52,8 +52,8 @@ ENGINE = Engine(
     cgroup_setting="the CRI plugin's runc options SystemdCgroup in config.toml",
     pod_annotations=("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
                      "io.kubernetes.cri.container-name"),
-    # k3s runs its containerd as a link to its multicall binary
     cri_runtime="containerd://", namespace=CRI_NAMESPACE, scope_decides=False, hook_user=False,
+    # k3s runs its containerd as a link to its multicall binary
     discovery=Discovery(roots={"containerd": STATE_DIRS},
                         commands={"containerd": ("containerd", "k3s"), "containerd-shim*": ("containerd-shim*",)},
-                        from_cmdline=roots_from_cmdline))
+                        from_cmdline=roots_from_cmdline, pid_file="init.pid"))

@@ -76,4 +76,5 @@ ENGINE = Engine(
     settings=Settings(CONFIGS[:1], "toml", "CRI-O config", settings, _driver, drop_ins=CONFIGS[1],
                       suffixes=(".conf", ".toml"), shows_engine="CRI-O config {files} (stacks.md 7)"),
     discovery=Discovery(roots={"crio": storage.RUNROOTS}, commands={"crio": ("crio",), "conmon": ("conmon",)},
-                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings, also=(storage.CONF,)))
+                        from_cmdline=roots_from_cmdline, from_settings=roots_from_settings, also=(storage.CONF,),
+                        storage_bundle="run", pid_file="pidfile"))

@@ -45,13 +45,18 @@ class Discovery:
     process's command line (and working directory, or None) names, as ``[(kind, path, source)]``, the kind
     ``"name"`` carrying ``(container id, its name)`` instead of a path; ``from_settings(path, doc)``: the
     same for one parsed file among its :class:`Settings` files and drop-ins and ``also`` (more files, TOML
-    or, ending in ``.json``, JSON)."""
+    or, ending in ``.json``, JSON); ``storage_bundle``: for an engine over containers/storage
+    (forensics/engines/storage.py), where the bundle runc runs lies: ``"run"`` (the run root's ``userdata``:
+    CRI-O) or ``"graph"`` (the graph root's: Podman); ``pid_file``: the file in its bundle that holds the
+    container's pid (containerd's ``init.pid``, CRI-O's ``pidfile``), read when runc's state gives none."""
 
     roots: dict = field(default_factory=dict)
     commands: dict = field(default_factory=dict)
     from_cmdline: Callable | None = None
     from_settings: Callable | None = None
     also: tuple[str, ...] = ()
+    storage_bundle: str | None = None
+    pid_file: str | None = None
 
 
 @dataclass(frozen=True)

@@ -94,5 +94,6 @@ ENGINE = Engine(
     settings=Settings(CONFIGS[:2], "toml", "containers.conf", settings, _driver, drop_ins=CONFIGS[2],
                       suffixes=(".conf",)),
     discovery=Discovery(roots={"crio": storage.RUNROOTS, "graph": storage.GRAPHROOTS}, commands={"conmon": ("conmon",)},
-                        from_cmdline=roots_from_cmdline, from_settings=storage.roots_in, also=(storage.CONF,)),
+                        from_cmdline=roots_from_cmdline, from_settings=storage.roots_in, also=(storage.CONF,),
+                        storage_bundle="graph"),
     cdi=Cdi(_spec_why, cdi_steps, RUN_WHAT))

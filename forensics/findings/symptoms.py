@@ -14,6 +14,7 @@ from .. import neighbours
 from ..events import Event
 from ..timeutil import iso_z
 from .commands import Ev, command, valid
+from .record import Record
 from .requester import cite
 
 #: the kinds whose lines may show a neighbouring failure
@@ -155,12 +156,11 @@ def _lines(e: Event) -> int:
 def _empty_visible_devices(facts: dict, events: list[Event]) -> list[dict]:
     created = {e.attrs.get("id"): e for e in events if e.kind == "container.created"}
     out = []
-    for c in facts.get("containers") or []:
-        env = c.get("env") if isinstance(c, dict) else None
-        if isinstance(env, dict) and env.get("CUDA_VISIBLE_DEVICES") == "":
-            ev = created.get(c.get("id"))
-            out.append({**(cite(ev) if ev else {}), "source": "containers", "container": c.get("id"),
-                        "pod": f"{c.get('pod_namespace')}/{c.get('pod')}", "finding": 'CUDA_VISIBLE_DEVICES=""'})
+    for c in (Record.of(c) for c in facts.get("containers") or [] if isinstance(c, dict)):
+        if c.env.get("CUDA_VISIBLE_DEVICES") == "":
+            ev = created.get(c.id)
+            out.append({**(cite(ev) if ev else {}), "source": "containers", "container": c.id,
+                        "pod": f"{c.pod_namespace}/{c.pod}", "finding": 'CUDA_VISIBLE_DEVICES=""'})
     return out
 
 
