@@ -369,3 +369,12 @@ def test_a_plugin_log_kept_from_before_the_window_without_a_marking_excludes_dev
     c = judge("device-unhealthy", [], {}, symptom="device-unhealthy", facts=logs)
     assert c.verdict == "excluded" and "kept whole from before the window" in c.reason
 
+
+
+def test_a_pod_with_several_containers_is_named_once_with_their_count():
+    """Bench L's verdict said "ml/trainer-8 and ml/trainer-8 and ml/trainer-8: caught by the /dev/char trap" for
+    three containers of one pod: a pod is named once per clause, with how many of its containers share it."""
+    from forensics.findings.causes.reload import _grouped
+    rows = [{"namespace": "ml", "pod": "trainer-8", "id": f"c{i}"} for i in range(3)] + [{"namespace": "ml", "pod": "t-9"}]
+    said = _grouped([(rows[0], "already revoked"), (rows[1], "trapped"), (rows[2], "trapped"), (rows[3], "trapped")])
+    assert said == "ml/trainer-8: already revoked; ml/trainer-8 (2 containers) and ml/t-9: trapped"

@@ -111,13 +111,17 @@ def mechanism(ev: Evidence, rows: tuple | None = None) -> Mechanism:
 
 def _grouped(picked: list[tuple[dict, str]], most: int = 4) -> str:
     """``"ns/a and ns/b: clause; ns/c: other clause"``: the containers that share a clause named together."""
-    by: dict[str, list[str]] = {}
+    by: dict[str, dict[str, int]] = {}
     for r, said in picked:
-        by.setdefault(said, []).append(_name(r))
+        names = by.setdefault(said, {})
+        names[_name(r)] = names.get(_name(r), 0) + 1
     if len(by) == 1:  # one clause for all of them: the sentence already names them
         return next(iter(by))
-    parts = [f"{' and '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')}: {said}"
-             for said, names in by.items()]
+
+    def named(counts: dict[str, int]) -> str:  # a pod with several containers is named once, with their count
+        names = [f"{n} ({c} containers)" if c > 1 else n for n, c in counts.items()]
+        return " and ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+    parts = [f"{named(counts)}: {said}" for said, counts in by.items()]
     return "; ".join(parts[:most]) + (f"; and {len(parts) - most} more" if len(parts) > most else "")
 
 
