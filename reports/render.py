@@ -7,7 +7,9 @@ command lines) is shown as text, never run.
 from __future__ import annotations
 
 import gc
+import io
 import json
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterator
@@ -97,10 +99,11 @@ def html(a: dict) -> str:
     return "".join(_html_parts(a))
 
 
-def _html_parts(a: dict, chart=None, meanwhile=None) -> Iterator[str]:
+def _html_parts(a: dict, chart=None, meanwhile=None, spill: Path | None = None) -> Iterator[str]:
     """:func:`html` piece by piece, as the template produces it (``write`` streams it to the file). With
     ``chart`` (a :class:`reports.chartproc.ChartChild` drawing the picture in another process), the
-    part of the page after the picture is rendered while it is drawn, and held until it comes;
+    part of the page after the picture is rendered while it is drawn, and held until it comes (in an
+    unnamed file of directory ``spill`` when given, the report's own: most of a busy node's page);
     ``meanwhile()`` (if given) is called then, before the picture is asked for."""
     shown, hidden = _shown_timeline(a)
     hidden += sum((a.get("timeline_omitted") or {}).values())
@@ -114,7 +117,7 @@ def _html_parts(a: dict, chart=None, meanwhile=None) -> Iterator[str]:
     broke = ticket.broke_sentence((a.get("headline") or {}).get("broke"))
     parts = _ENV.get_template("report.html.j2").generate(a=a, timeline=shown, hidden=hidden, generated=_now(),
                                                           chart=svg, fix=fix, first_cmds=first_cmds, broke=broke)
-    return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a, meanwhile), a)
+    return _with_banner(parts if chart is None else _chart_later(parts, svg, chart, a, meanwhile, spill), a)
 
 
 class _Pending:
@@ -131,27 +134,36 @@ class _Pending:
 _PLACE = "<!--chart: drawn in another process-->"
 
 
-def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None) -> Iterator[str]:
+def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None,
+                 spill: Path | None = None) -> Iterator[str]:
     """``parts`` with the picture from ``chart.svg(a)`` where :data:`_PLACE` is; what follows it is
-    rendered (kept in pieces of about 1 MB) before the picture is asked for."""
+    rendered before the picture is asked for, and kept in pieces of about 1 MB: in memory, or with
+    ``spill`` (a directory) in an unnamed temporary file there, read back after the picture."""
     for chunk in parts:
         if pending.reached and chunk == _PLACE:
             break
         yield chunk
     else:  # a template without {{ chart }}
         return
-    rest, piece, size = [], [], 0
-    for chunk in parts:
-        piece.append(chunk)
-        size += len(chunk)
-        if size >= 1 << 20:
-            rest.append("".join(piece))
-            piece, size = [], 0
-    rest.append("".join(piece))
-    if meanwhile:
-        meanwhile()
-    yield chart.svg(a)
-    yield from rest
+    with (tempfile.TemporaryFile("w+", encoding="utf-8", dir=spill) if spill is not None else _Held()) as rest:
+        piece, size = [], 0
+        for chunk in parts:
+            piece.append(chunk)
+            size += len(chunk)
+            if size >= 1 << 20:
+                rest.write("".join(piece))
+                piece, size = [], 0
+        rest.write("".join(piece))
+        if meanwhile:
+            meanwhile()
+        yield chart.svg(a)
+        rest.seek(0)
+        while block := rest.read(1 << 20):
+            yield block
+
+
+class _Held(io.StringIO):
+    """The rest of the page held in memory (no ``spill`` directory): a :class:`io.StringIO`."""
 
 
 #: ticket bodies beyond this many characters are shortened (about four screens; Jira's own field limit is
@@ -175,13 +187,40 @@ def to_json(a: dict) -> str:
 
 
 def _json_parts(a: dict) -> Iterator[str]:
-    """:func:`to_json` one top-level key at a time (``write`` streams them to the file)."""
+    """:func:`to_json` one top-level key at a time (``write`` streams them to the file), a long list (the
+    timeline, the bundle's artifacts) a few hundred items at a time."""
     yield "{\n"
     sep = ""
     for k, v in a.items():
-        yield f"{sep}  {json.dumps(k)}: {json.dumps(v, default=str, separators=(',', ':'))}"
+        yield f"{sep}  {json.dumps(k)}: "
+        yield from _json_value(v)
         sep = ",\n"
     yield "\n}\n"
+
+
+#: items of a list encoded together: a list longer than this is never one string (a busy node's timeline is
+#: tens of MB of JSON; holding it whole beside the analysis was the peak of writing analysis.json)
+JSON_BATCH = 512
+
+
+def _json_value(v) -> Iterator[str]:
+    """``v`` as compact JSON (``json.dumps(v, default=str, separators=(',', ':'))``, the same text) in pieces:
+    a list longer than :data:`JSON_BATCH`, and an object with string keys holding one, item by item."""
+    if isinstance(v, list) and len(v) > JSON_BATCH:
+        yield "["
+        for i in range(0, len(v), JSON_BATCH):
+            yield ("," if i else "") + ",".join(json.dumps(x, default=str, separators=(",", ":"))
+                                                 for x in v[i:i + JSON_BATCH])
+        yield "]"
+    elif isinstance(v, dict) and all(isinstance(k, str) for k in v) and \
+            any(isinstance(x, (list, dict)) and len(x) > JSON_BATCH for x in v.values()):
+        yield "{"
+        for j, (k, x) in enumerate(v.items()):
+            yield ("," if j else "") + json.dumps(k) + ":"
+            yield from _json_value(x)
+        yield "}"
+    else:
+        yield json.dumps(v, default=str, separators=(",", ":"))
 
 
 def html_parts(a: dict, flavor: str = "markdown") -> Iterator[str]:
@@ -249,7 +288,10 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
                     _put(path, parts(a))
             except OSError as e:
                 late.append(e)
-        _put(html_path, _html_parts(a, chart, meanwhile))
+        # the page after the picture waits in the report's own directory, unless the report is no file there
+        # (--html /dev/stdout)
+        spill = html_path.parent if html_path.is_file() or not html_path.exists() else None
+        _put(html_path, _html_parts(a, chart, meanwhile, spill=spill))
         if not called:
             meanwhile()
         if late:

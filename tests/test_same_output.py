@@ -121,3 +121,17 @@ if __name__ == "__main__" and sys.argv[1:] == ["update"]:
         GOLDEN.write_text(json.dumps(normalised(_demo(Path(d) / "demo")), indent=1, sort_keys=True) + "\n")
         GOLDEN_S.write_text(json.dumps(digest(_bench_s(Path(d))), indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN} and {GOLDEN_S}")
+
+
+def test_analysis_json_written_in_pieces_is_the_text_of_one_dump_per_key():
+    """reports/render.py writes a long list (the timeline, the bundle's artifacts) a few hundred items at a
+    time: the text is the one ``json.dumps`` gives for each top-level key whole. The golden analysis of the
+    sample, its timeline made longer than a batch."""
+    from reports import render
+    a = json.loads(GOLDEN.read_text())
+    a["timeline"] = (a["timeline"] * (2 * render.JSON_BATCH // max(1, len(a["timeline"])) + 2))[:2 * render.JSON_BATCH + 7]
+    a["bundle"]["artifacts"] = a["bundle"]["artifacts"] * 3
+    whole = "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, default=str, separators=(',', ':'))}"
+                               for k, v in a.items()) + "\n}\n"
+    assert len(a["timeline"]) > 2 * render.JSON_BATCH and render.to_json(a) == whole
+    assert json.loads(render.to_json(a))["timeline"][-1] == a["timeline"][-1]
