@@ -201,3 +201,23 @@ def test_copy_with_a_transform_writes_only_what_it_returns_and_keeps_the_bound(t
     assert cut.notes == ("upper-cased", "only the first 4 bytes were copied")
     assert gone.status is Status.ABSENT and not (out / "x/none.log").exists()
     assert verify(out) == []
+
+
+def test_shared_json_is_equal_and_keeps_one_copy_of_each_short_string(tmp_path):
+    """Bundle.json(shared=True), as the container records are read: the same value, each key and each string
+    of up to SHARED_MAX characters one object across files (a busy node's thousand records: half the memory,
+    bench/RESULTS.md), a longer string left as it is."""
+    from forensics.bundle import SHARED_MAX, Bundle, BundleWriter
+    long = "x" * (SHARED_MAX + 1)
+    w = BundleWriter(tmp_path / "b")
+    for i in (1, 2):
+        w.write_json(f"c/{i}.json", {"engine": "containerd", "linux_devices": [{"path": "/dev/nvidia0"}], "m": long},
+                     source="test", method="write")
+    w.finish()
+    b = Bundle.open(tmp_path / "b")
+    one, two = b.json("c/1.json", shared=True), b.json("c/2.json", shared=True)
+    assert one == two == b.json("c/1.json") == {"engine": "containerd", "linux_devices": [{"path": "/dev/nvidia0"}],
+                                                "m": long}
+    assert one["linux_devices"][0]["path"] is two["linux_devices"][0]["path"]
+    assert next(k for k in one if k == "engine") is next(k for k in two if k == "engine")
+    assert one["m"] is not two["m"]

@@ -226,7 +226,7 @@ def records(bundle: Bundle, problems: list | None = None) -> list[tuple[str, dic
     out = []
     for art in bundle.find("containers/"):
         if art.path.endswith("/" + RECORD):
-            rec = bundle.json(art.path, problems)
+            rec = bundle.json(art.path, problems, shared=True)
             if rec is None:
                 continue
             out.append((art.path, rec))
