@@ -17,6 +17,7 @@ import re
 from datetime import datetime
 
 from forensics import neighbours
+from forensics.engines import ENGINES
 from forensics.excerpt import excerpt
 from forensics.events import Coverage, Event
 from forensics.timeutil import from_usec, iso_z, parse_iso
@@ -52,7 +53,7 @@ UNIT_PARTS = ("dpkg", "nvidia", "dcgm", "nvsm", "nv_peer_mem")
 REQUESTER_UNITS = ("apt-daily.service", "apt-daily-upgrade.service", "unattended-upgrades.service",
                    "snapd.service", "packagekit.service")
 #: units whose own output may carry NVML/CUDA errors and kubelet probe lines
-NVML_UNITS = ("kubelet.service", "containerd.service", "docker.service", "crio.service", "k3s.service",
+NVML_UNITS = ("kubelet.service", *(e.daemon[0] for e in ENGINES.values() if e.daemon), "k3s.service",
               "k3s-agent.service")
 NVML_MARKERS = neighbours.NVML_MARKERS
 #: klog structured line written by kubelet's prober on a probe status change
@@ -83,7 +84,7 @@ _UNIT_SUFFIXES = ((": Deactivated successfully.", "deactivated"),  # v248+
 #: ``logger -t systemd`` arrives on ``syslog`` with ``_PID=<logger>``; a service's output on ``stdout``
 FOREIGN_TRANSPORTS = ("syslog", "stdout")
 #: the ``_COMM`` of the daemons whose NVML/probe lines count when they are in no unit of :data:`NVML_UNITS`
-NVML_COMMS = ("kubelet", "containerd", "dockerd", "crio", "k3s-server", "k3s-agent")
+NVML_COMMS = ("kubelet", *(e.daemon[1] for e in ENGINES.values() if e.daemon), "k3s-server", "k3s-agent")
 
 
 def pid1_trusted(e: dict) -> bool:

@@ -53,6 +53,7 @@ ENGINE = Engine(
     pod_annotations=("io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace",
                      "io.kubernetes.cri.container-name"),
     cri_runtime="containerd://", namespace=CRI_NAMESPACE, scope_decides=False, hook_user=False,
+    daemon=("containerd.service", "containerd"),
     # k3s runs its containerd as a link to its multicall binary
     discovery=Discovery(roots={"containerd": STATE_DIRS},
                         commands={"containerd": ("containerd", "k3s"), "containerd-shim*": ("containerd-shim*",)},

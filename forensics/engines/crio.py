@@ -72,7 +72,7 @@ ENGINE = Engine(
                                       "internal/config/cgmgr/cgmgr_linux.go, stacks.md section 7)")},
     cgroup_setting="crio.conf [crio.runtime] cgroup_manager",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
-    cri_runtime="cri-o://",
+    cri_runtime="cri-o://", daemon=("crio.service", "crio"),
     settings=Settings(CONFIGS[:1], "toml", "CRI-O config", settings, _driver, drop_ins=CONFIGS[1],
                       suffixes=(".conf", ".toml"), shows_engine="CRI-O config {files} (stacks.md 7)"),
     discovery=Discovery(roots={"crio": storage.RUNROOTS}, commands={"crio": ("crio",), "conmon": ("conmon",)},

@@ -96,7 +96,7 @@ ENGINE = Engine(
                     1: ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_WHY})")},
     cgroup_setting="daemon.json exec-opts native.cgroupdriver",
     pod_annotations=("io.kubernetes.pod.name", "io.kubernetes.pod.namespace", "io.kubernetes.container.name"),
-    cri_runtime="docker://", namespace=NAMESPACE,   # cri-dockerd (and dockershim before it) report docker://
+    cri_runtime="docker://", namespace=NAMESPACE, daemon=("docker.service", "dockerd"),   # cri-dockerd (and dockershim before it) report docker://
     settings=Settings((DAEMON_JSON,), "json", "daemon.json", settings, _driver, one_file=True,
                       shows_engine="{files} exists (stacks.md 6)"),
     discovery=Discovery(roots={"docker": (DATA_ROOT,)}, commands={"dockerd": ("dockerd",)},

@@ -108,7 +108,9 @@ class Engine:
     (False where others use the prefix too: containerd's ``cri-containerd-`` is k3s's and RKE2's, runc's
     ``runc-`` any runc caller's); ``hook_user``: its containers that carry the standalone
     nvidia-container-runtime-hook in their spec use that hook themselves (False for containerd, whose hooked
-    containers come from nvidia-container-runtime's legacy mode, judged by the runtime's mode)."""
+    containers come from nvidia-container-runtime's legacy mode, judged by the runtime's mode); ``daemon``:
+    ``(its systemd unit, its process's command name)`` when it runs as a daemon, whose own journal lines may
+    carry the NVML errors of the containers it starts (collectors/journal)."""
 
     name: str
     title: str
@@ -124,6 +126,7 @@ class Engine:
     namespace: str | None = None
     scope_decides: bool = True
     hook_user: bool = True
+    daemon: tuple[str, str] | None = None
 
     def default_driver(self, version: int | None) -> tuple[str, str] | None:
         """``(driver, why)`` for cgroup ``version`` (1, 2 or None: unknown); None when the default depends
