@@ -195,6 +195,33 @@ def test_an_eperm_line_is_not_a_neighbour_and_a_neighbour_is_not_eperm(tmp_path)
     assert "Failed to initialize NVML" not in str(s["evidence"])
 
 
+def test_a_users_sudo_is_the_requester_by_its_capabilities_and_a_capless_sudo_is_a_red_flag(tmp_path):
+    """journald's ``_UID`` of a sudo line is the invoking user's real uid, not 0: what sudo 1.9.13 (Debian 12)
+    sends on /dev/log when uid 1001 runs it was captured here with SO_PASSCRED (SCM_CREDENTIALS uid=1001, its
+    /proc status ``Uid: 1001 0 0 0``, ``CapEff: 000001fffeffffff``). Such a line is sudo's, by its effective
+    capabilities; a user's own program named sudo (no capabilities) is a red flag; and a bundle whose collector
+    took the genuine line for forged reads it as the requester's."""
+    user = dict(_COMM="sudo", _EXE="/usr/bin/sudo", _TRANSPORT="syslog", _SYSTEMD_UNIT="session-12.scope", _UID=1001,
+                _GID=1001, _CAP_EFFECTIVE="1fffeffffff")
+    genuine = entry(T0 - 5 * S, 5120, "sudo", SUDO_RELOAD, **user)
+    capless = entry(T0 - 5 * S, 5121, "sudo", SUDO_RELOAD, **{**user, "_EXE": "/home/ops/bin/sudo",
+                                                              "_CAP_EFFECTIVE": "0"})
+    reload = pid1(T0, "Reloading.")
+    bundle, real = run(tmp_path, node(tmp_path, "u", [genuine, reload]), incidents=INCIDENT)
+    _b, fake = run(tmp_path, node(tmp_path, "c", [capless, reload]), incidents=INCIDENT)
+
+    def cause(x):
+        return next(c for c in x["incidents"][0]["causes"] if c["kind"] == "daemon-reload")
+    assert (cause(real)["requested_by"]["comm"], cause(real)["requested_by"]["pid"]) == ("sudo", 5120)
+    assert "red_flags" not in real
+    assert [(f["claim"], f["pid"], f["uid"]) for f in fake["red_flags"]] == [("sudo", 5121, 1001)]
+    assert cause(fake)["requested_by"]["comm"] != "sudo"
+    p = bundle.path("journal/entries.jsonl")  # as an older collector kept it
+    p.write_text(p.read_text().replace('"_GF_SELECTED_BY": ["requester"]', '"_GF_SELECTED_BY": ["forged"]'))
+    reading = analyse(bundle)
+    assert not kinds(reading, "journal.forged") and [e.attrs["pid"] for e in kinds(reading, "journal.requester")] == [5120]
+
+
 def test_a_forged_sudo_line_is_a_red_flag_never_the_requester(tmp_path):
     # systemd <= 252 logs only "Reloading.": the requester is inferred; a user's `logger -t sudo` must not be it
     forged = entry(T0 - 5 * S, 31339, "sudo", SUDO_RELOAD, **{**LOGGER, "SYSLOG_PID": 31339})

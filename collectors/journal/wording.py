@@ -420,13 +420,14 @@ SUDO_EXES = ("sudo", "sudo-rs")
 
 
 def sudo_trusted(e: dict) -> bool:
-    """True when journald's trusted fields say sudo wrote entry ``e``: ``_COMM=sudo`` and ``_UID=0``
-    (sudo is set-uid root and sets its real uid to 0 before it logs; journald takes ``_UID`` from the
-    sender's credentials), and ``_EXE``, when recorded, names sudo. ``logger -t sudo`` run by a user
-    has that user's ``_UID`` and ``_COMM=logger``; ``SYSLOG_IDENTIFIER=sudo`` alone never suffices."""
-    exe = text(e.get("_EXE"))
-    return (text(e.get("_COMM")) == "sudo" and text(e.get("_UID")) == "0"
-            and (not exe or exe.rsplit("/", 1)[-1] in SUDO_EXES))
+    """True when journald's trusted fields say sudo wrote entry ``e``: ``_COMM=sudo``, ``_EXE`` (when recorded)
+    naming sudo, and privilege: ``_UID=0`` or effective capabilities (``_CAP_EFFECTIVE``, from /proc/PID/status).
+    sudo is set-uid root but logs with the invoking user's real uid, which is journald's ``_UID`` (the socket's
+    SCM_CREDENTIALS: uid=1001 for sudo 1.9.13 run by uid 1001 on Debian 12, its CapEff full); ``logger -t sudo``
+    or a user's own program named sudo has no capabilities. ``SYSLOG_IDENTIFIER=sudo`` alone never suffices."""
+    exe, caps = text(e.get("_EXE")), text(e.get("_CAP_EFFECTIVE")) or "0"
+    privileged = text(e.get("_UID")) == "0" or (not caps.strip("0123456789abcdefABCDEF") and int(caps, 16) > 0)
+    return text(e.get("_COMM")) == "sudo" and privileged and (not exe or exe.rsplit("/", 1)[-1] in SUDO_EXES)
 
 
 def symptom_line(e: dict) -> bool:
