@@ -37,6 +37,10 @@ class BrowserError(RuntimeError):
     """chromium is missing, did not start, died, answered a command with an error, or timed out."""
 
 
+#: seconds chromium may take to give its first answer (then :attr:`Browser.timeout` per call)
+STARTUP_S = 90.0
+
+
 class Browser:
     """One headless chromium. Use as a context manager; :meth:`page` opens a tab."""
 
@@ -67,8 +71,8 @@ class Browser:
         self._cv = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        try:
-            self.version = self.call("Browser.getVersion")["product"]
+        try:  # a cold start on a loaded disk took over 20 s once (CI, I/O pressure): the first answer may wait longer
+            self.version = self.call("Browser.getVersion", timeout=max(timeout, STARTUP_S))["product"]
         except BrowserError:
             self.close()
             raise
