@@ -145,7 +145,7 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
         yield chunk
     else:  # a template without {{ chart }}
         return
-    with (tempfile.TemporaryFile("w+", encoding="utf-8", dir=spill) if spill is not None else _Held()) as rest:
+    with (tempfile.TemporaryFile("w+", encoding="utf-8", dir=spill) if spill is not None else io.StringIO()) as rest:
         piece, size = [], 0
         for chunk in parts:
             piece.append(chunk)
@@ -161,9 +161,6 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
         while block := rest.read(1 << 20):
             yield block
 
-
-class _Held(io.StringIO):
-    """The rest of the page held in memory (no ``spill`` directory): a :class:`io.StringIO`."""
 
 
 #: ticket bodies beyond this many characters are shortened (about four screens; Jira's own field limit is

@@ -48,7 +48,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from forensics import hostfs
-from forensics.engines import ENGINES, containerd, storage
+from forensics.engines import ENGINES, containerd, namespace_owner, storage
 
 
 CONTAINERD_STATE_DIRS, TASK_DIRS = containerd.STATE_DIRS, containerd.TASK_DIRS
@@ -131,7 +131,7 @@ class Roots:
 def engine_of_namespace(ns: str) -> str:
     """The engine whose containers a containerd namespace holds: the one that owns it (``Engine.namespace``:
     Docker's ``moby``), else containerd (CRI's ``k8s.io``, k3s/RKE2, ``default``, nerdctl's...)."""
-    return next((n for n, e in ENGINES.items() if e.namespace == ns), containerd.ENGINE.name)
+    return namespace_owner(ns) or containerd.ENGINE.name
 
 
 def engine_of_bundle(bundle: str | None) -> tuple[str, str | None]:

@@ -27,7 +27,7 @@ from .engine import Discovery, Engine, Settings
 
 
 __all__ = ["Discovery", "Engine", "Settings", "ENGINES", "RUN_DIRS", "SCOPE_PREFIX", "SCOPE_PREFIXES", "CONTAINER_IN_CGROUP", "MARKER_ANNOTATIONS",
-           "engine_of_labels", "engine_of_record", "engine_of_scope", "engine_of_spec", "scope_names", "title"]
+           "engine_of_labels", "engine_of_record", "namespace_owner", "engine_of_scope", "engine_of_spec", "scope_names", "title"]
 
 from . import containerd, crio, docker, podman, runc, storage
 
@@ -76,6 +76,12 @@ def engine_of_labels(labels) -> str | None:
     return engine_of_spec(dict(x.split("=", 1) for x in labels if isinstance(x, str) and "=" in x))
 
 
+def namespace_owner(ns) -> str | None:
+    """The engine that owns containerd namespace ``ns`` (:attr:`Engine.namespace`: Docker's ``moby``, the CRI
+    plugin's ``k8s.io``), or None."""
+    return next((n for n, e in ENGINES.items() if e.namespace and e.namespace == ns), None)
+
+
 def engine_of_record(c: dict) -> str | None:
     """The engine that runs container record ``c`` (collectors/containers): its ``engine`` key, else, in a
     record of an older version, its cgroup scope where the scope decides (:attr:`Engine.scope_decides`), a
@@ -91,7 +97,7 @@ def engine_of_record(c: dict) -> str | None:
     if "/docker/" in path:
         return "docker"
     ns = c.get("namespace")
-    owner = next((n for n, e in ENGINES.items() if e.namespace and e.namespace == ns), None)
+    owner = namespace_owner(ns)
     if owner or "engine" in c or ns in (None, "runc"):
         return owner
     return "containerd"
