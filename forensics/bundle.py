@@ -125,6 +125,17 @@ class Bundle:
             self._arts = [Artifact.from_json(a) for a in self.manifest.get("artifacts", [])]
         return list(self._arts)
 
+    def artifact_records(self) -> list[dict]:
+        """:meth:`Artifact.to_json` of each of :meth:`artifacts`, in acquisition order, keys sorted as
+        manifest.json writes them: the manifest's own record (the same dict, not a copy: a busy node's
+        thousands of records are held once) where it holds those values, a new dict where it does not
+        (a record of an older version, which lacks a key). Read-only: the dicts may be the manifest's."""
+        out = []
+        for raw, art in zip(self.manifest.get("artifacts", []), self.artifacts()):
+            mine = art.to_json()
+            out.append(raw if raw == mine else dict(sorted(mine.items())))
+        return out
+
     def path(self, rel: str) -> Path:
         """Real path of the stored artifact ``rel`` (no check that it exists)."""
         return self.root / _safe_rel(rel)

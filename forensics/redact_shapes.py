@@ -21,23 +21,57 @@ its whole body up to ``-----END`` (at most :data:`PEM_LIMIT` characters; without
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
+import sys
+import types
 from typing import Callable
 
-from detect_secrets.plugins import keyword as _kw
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
+
+@contextlib.contextmanager
+def _requests_on_use():
+    """While the plugins are imported, ``requests`` is a stand-in module that imports the real one on
+    its first attribute read (PEP 562 ``__getattr__``). detect-secrets' plugin modules import requests
+    at their top for their verification step (a network request), which this rule never runs; the real
+    import (requests, urllib3, idna, charset_normalizer, certifi) costs ~8 MB and ~0.1 s in every
+    process that redacts (collect, analyze, the chart's child). The stand-in leaves ``sys.modules`` at
+    the end of the block, so any later ``import requests`` gets the real module; a plugin that did use
+    it would get the real one's attribute. Nothing changes when requests is already imported."""
+    if "requests" in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType("requests", "stands for requests until one of its attributes is read")
+
+    def _real(name: str):
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+        return getattr(importlib.import_module("requests"), name)
+
+    stand_in.__getattr__ = _real
+    sys.modules["requests"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+
+
+with _requests_on_use():
+    from detect_secrets.plugins import keyword as _kw
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
 
 _CRED = r"(?:token|secret|passw|key|auth|credential)"
 #: shapes detect-secrets 1.5 lacks: the value is the last group

@@ -50,7 +50,9 @@ LABEL_ROW_PT = SMALL * 1.45  # one row of the (level) reload labels above the jo
 LABEL_GAP_PT = SMALL * 0.8  # room between two labels of one row
 LABEL_SEP_PT = SMALL * 1.9  # reloads closer than this on the page share one label
 _SLACK = timedelta(minutes=1)  # a source that ends this close to the last evidence has no gap there
-MAX_MARKERS = 1500  # per kind and panel: denser markers are merged by pixel column
+#: a panel's width in columns: markers of one kind and lane in one column (~0.4 pt at the drawn width, under
+#: a CSS pixel; a marker is 4-9 pt wide) are drawn once, the first of them, since each would cover the other
+COLUMNS = 1500
 
 #: numbers the ``gid`` of the reload labels and markers (unique in a picture; each figure restarts it)
 _GIDS = itertools.count()
@@ -87,18 +89,25 @@ def timeline_svg(a: dict, *, element_id: str = "timeline-chart", width_in: float
     dict, including one with no incident, no event or a single event; entries whose time does not parse
     are left out.
     """
-    buf = io.StringIO()
-    with matplotlib.rc_context(_RC):
-        fig = _figure(a, width_in)
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    return inline(buf.getvalue(), element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
+    with io.BytesIO() as buf:  # UTF-8: a third of what a StringIO holds while a busy node's picture is written
+        with matplotlib.rc_context(_RC):
+            _figure(a, width_in).savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+        svg = buf.getvalue().decode("utf-8")
+    return inline(svg, element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
 
 
 def figures(a: dict) -> str:
     """The two pictures report.html holds: :func:`timeline_svg` for a desktop or paper (``id``
     ``timeline-chart``) and for a phone (``timeline-chart-phone``, :data:`PHONE_WIDTH_IN` wide); the
-    page's CSS shows one of them."""
-    return timeline_svg(a) + timeline_svg(a, element_id="timeline-chart-phone", width_in=PHONE_WIDTH_IN)
+    page's CSS shows one of them. The same text as :func:`figure_parts` joined."""
+    return "".join(figure_parts(a))
+
+
+def figure_parts(a: dict):
+    """:func:`figures` one picture at a time (a generator of two strings): the second is drawn once the
+    first is taken."""
+    yield timeline_svg(a)
+    yield timeline_svg(a, element_id="timeline-chart-phone", width_in=PHONE_WIDTH_IN)
 
 
 def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
@@ -260,11 +269,10 @@ def _panel(ax, ctx: _Ctx, lo: datetime, hi: datetime, title: str, overview: bool
 
 def _markers(ax, pts, look, lo, hi) -> None:
     marker, colour, size, filled = look.marker, look.colour, look.size, look.filled
-    if len(pts) > MAX_MARKERS:
-        cols = {}
-        for t, yy in pts:
-            cols.setdefault((round((t - lo) / (hi - lo) * MAX_MARKERS), yy), (t, yy))
-        pts = list(cols.values())
+    cols = {}
+    for t, yy in pts:
+        cols.setdefault((round((t - lo) / (hi - lo) * COLUMNS), yy), (t, yy))
+    pts = list(cols.values())
     xs, ys = zip(*pts)
     ax.plot(xs, ys, marker=marker, ms=size, ls="", mfc=colour if filled else "white", mec=colour,
             mew=1.4 if marker in "|x" or not filled else 0.8, zorder=5 if look == RELOAD else 3,

@@ -1,28 +1,39 @@
 """The timeline picture drawn in a child process, beside the rest of ``analyze``.
 
-Importing matplotlib (~1 s) and drawing a busy node's picture (~2.5 s on the L bench) are the largest
-part of writing the reports, and they need nothing but the analysis. :meth:`ChartChild.start` forks a
-child at the start of ``analyze``, which imports :mod:`reports.chart` while the parent reads the bundle
-and correlates; :meth:`ChartChild.send` hands it what the picture reads (:func:`chart_input`) once the
-verdicts are printed, and the parent renders the HTML tables, report.md and analysis.json while the
-child draws; :meth:`ChartChild.svg` takes the picture back. The parent writes every file.
+Importing matplotlib (~0.5-1 s) and drawing a busy node's picture (~2.5 s on the L bench) are the largest
+part of writing the reports, and they need nothing but the analysis. :meth:`ChartChild.start` starts a
+child at the start of ``analyze``: a fresh interpreter (``sys.executable -I``, the same one, with
+this project's directory first on its path) that imports :mod:`reports.chart` while the parent reads
+the bundle and correlates; :meth:`ChartChild.send` hands it what the picture reads
+(:func:`chart_input`) once the verdicts are printed, and the parent renders the HTML tables, report.md
+and analysis.json while the child draws; :meth:`ChartChild.svg` takes the picture back. The parent
+writes every file; the child writes none and its stderr goes nowhere.
 
-The child is only a faster path to the same bytes: when it cannot be forked (threads already run, so a
-forked child could inherit a lock held by one of them; no ``os.fork``) or gives no picture (it failed,
-died or was killed), the parent draws in-process with :func:`reports.chart.figures`, so the
-output and any error are those of drawing it there.
+A fresh interpreter rather than a fork: a forked child's memory counts the parent's (``run`` has
+imported every collector by then; 36 MB of ``analyze``'s own imports), and a fork is unsafe once a
+thread runs. The child is only a faster path to the same bytes: when it cannot start, gives no
+picture (it failed, died or was killed) or does not answer within :data:`WAIT_S`, the parent draws
+in-process with :func:`reports.chart.figures`, so the output and any error are those of drawing it
+there.
 """
 from __future__ import annotations
 
 import gc
 import os
 import pickle
+import select
 import signal
 import struct
+import subprocess
 import sys
-import threading
+import time
+from pathlib import Path
 
-from forensics.output import write_all
+#: seconds the parent waits for the child to take its input and to answer, each (the L bench's picture
+#: takes ~3 s); then the child is killed and the picture drawn in-process
+WAIT_S = 120.0
+#: the child's program: this project's directory first on its path, then :func:`_serve`
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from reports.chartproc import _serve; sys.exit(_serve())"
 
 #: the timeline kinds whose ``attrs`` the picture reads (reports/styles.py ``style``: a probe's result;
 #: reports/chart.py ``_requester``: a reload's requester); the others are drawn by time and kind alone
@@ -42,107 +53,132 @@ def chart_input(a: dict) -> dict:
             "incidents": a.get("incidents"), "gaps": a.get("gaps"), "timeline": timeline}
 
 
-def _read_exact(fd: int, n: int) -> bytes | None:
-    """``n`` bytes from ``fd``, or ``None`` at an end of file before them."""
-    parts, got = [], 0
+def _wait(fd: int, write: bool, deadline: float | None) -> bool:
+    """Whether ``fd`` is ready (to write when ``write``, else to read) before ``deadline``
+    (``time.monotonic()``; ``None``: no limit)."""
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
+    return bool(r or w)
+
+
+def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytearray | None:
+    """``n`` bytes from ``fd`` (read into one buffer), or ``None`` at an end of file before them;
+    ``TimeoutError`` when they have not come by ``deadline`` (``time.monotonic()``; ``None``: no limit)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
     while got < n:
-        b = os.read(fd, min(n - got, 1 << 20))
-        if not b:
+        if not _wait(fd, False, deadline):
+            raise TimeoutError("no answer from the chart's child")
+        k = os.readv(fd, [view[got:got + (1 << 20)]])
+        if not k:
             return None
-        parts.append(b)
-        got += len(b)
-    return b"".join(parts)
+        got += k
+    view.release()
+    return buf
+
+
+def _write_within(fd: int, data: bytes, deadline: float | None = None) -> None:
+    """Write all of ``data`` to the pipe ``fd`` (blocking or not), ``TimeoutError`` when the reader
+    has not taken it by ``deadline``; ``OSError`` when the reader is gone."""
+    view = memoryview(data)
+    while view:
+        if not _wait(fd, True, deadline):
+            raise TimeoutError("the chart's child takes no input")
+        try:
+            view = view[os.write(fd, view[:1 << 16]):]
+        except BlockingIOError:
+            continue
 
 
 def _frame(data: bytes) -> bytes:
     return struct.pack("!Q", len(data)) + data
 
 
-def _read_frame(fd: int) -> bytes | None:
-    head = _read_exact(fd, 8)
-    return None if head is None else _read_exact(fd, struct.unpack("!Q", head)[0])
+def _read_frame(fd: int, deadline: float | None = None) -> bytearray | None:
+    head = _read_exact(fd, 8, deadline)
+    return None if head is None else _read_exact(fd, struct.unpack("!Q", head)[0], deadline)
 
 
 class ChartChild:
-    """A forked process that draws the timeline picture of one analysis (see the module's text). Use
+    """A child process that draws the timeline picture of one analysis (see the module's text). Use
     ``start()``, then ``send(a)`` and ``svg(a)``; ``close()`` ends it (a ``with`` block calls it)."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
+        self._proc: subprocess.Popen | None = None
         self._to = self._from = -1
         self._sent = False
         self.from_child = False  # whether svg() returned the child's picture
 
     def start(self) -> "ChartChild":
-        """Fork the child, which imports :mod:`reports.chart` and waits for its input. Does nothing
-        when threads run besides this one or the platform has no ``fork``; the parent then draws."""
-        if self.pid is not None or not hasattr(os, "fork") or threading.active_count() != 1:
+        """Start the child, which imports :mod:`reports.chart` and waits for its input. When it cannot
+        be started (no interpreter to run, out of processes), nothing happens: the parent draws."""
+        if self._proc is not None or not sys.executable:
             return self
-        for stream in (sys.stdout, sys.stderr):  # what they hold is printed once, by the parent
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        down, up = os.pipe(), os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                os.close(down[1])
-                os.close(up[0])
-                code = _child(down[0], up[1])
-            finally:
-                os._exit(code)
-        os.close(down[0])
-        os.close(up[1])
-        self.pid, self._to, self._from = pid, down[1], up[0]
+        root = str(Path(__file__).resolve().parent.parent)  # the directory holding reports/ and forensics/
+        flags = ["-I"] + (["-B"] if sys.flags.dont_write_bytecode else [])
+        try:
+            self._proc = subprocess.Popen([sys.executable, *flags, "-c", _CHILD, root], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return self
+        self.pid, self._to, self._from = self._proc.pid, self._proc.stdin.fileno(), self._proc.stdout.fileno()
         return self
 
     def send(self, a: dict) -> None:
-        """Hand the child :func:`chart_input` of ``a`` to draw (no-op without a child)."""
-        if self.pid is None or self._sent:
+        """Hand the child :func:`chart_input` of ``a`` to draw (no-op without a child). A child that
+        does not take it within :data:`WAIT_S` is ended (the parent then draws)."""
+        if self._proc is None or self._sent:
             return
         self._sent = True
         try:
-            write_all(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)))
-        except OSError:  # the child is gone: svg() draws in-process
+            _write_within(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)),
+                          time.monotonic() + WAIT_S)
+        except (OSError, TimeoutError):  # the child is gone or stuck: svg() draws in-process
             self.close()
         else:
-            os.close(self._to)
+            self._proc.stdin.close()
             self._to = -1
 
     def svg(self, a: dict) -> str:
         """The pictures of ``a``, as :func:`reports.chart.figures` draws them: the child's, or drawn
-        here when there is no child or it gave none (its error, if any, is raised here as it would be
-        without a child)."""
+        here when there is no child or it gave none within :data:`WAIT_S` (its error, if any, is raised
+        here as it would be without a child)."""
+        return str(self.svg_utf8(a), "utf-8")
+
+    def svg_utf8(self, a: dict) -> bytes | memoryview:
+        """:meth:`svg` as UTF-8 bytes (the child's answer is not decoded: a busy node's picture is
+        megabytes, written to the page as it came)."""
         self.send(a)
         answer = None
-        if self.pid is not None:
+        if self._proc is not None:
             try:
-                answer = _read_frame(self._from)
-            except OSError:
+                answer = _read_frame(self._from, time.monotonic() + WAIT_S)
+            except (OSError, TimeoutError):
                 answer = None
             self.close()
         if answer and answer[:1] == b"0":
             self.from_child = True
-            return answer[1:].decode("utf-8")
+            return memoryview(answer)[1:]
         from .chart import figures  # matplotlib is imported here only when the child gave no picture
-        return figures(a)
+        return figures(a).encode("utf-8")
 
     def close(self) -> None:
         """End the child (if it still runs) and reap it; idempotent."""
-        for fd in (self._to, self._from):
-            if fd >= 0:
-                os.close(fd)
+        proc, self._proc = self._proc, None
         self._to = self._from = -1
-        if self.pid is not None:
-            pid, self.pid = self.pid, None
+        self.pid = None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        for stream in (proc.stdin, proc.stdout):
             try:
-                if os.waitpid(pid, os.WNOHANG) == (0, 0):
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-            except ChildProcessError:
+                if stream is not None:
+                    stream.close()
+            except OSError:
                 pass
+        proc.wait()
 
     def __enter__(self) -> "ChartChild":
         return self.start()
@@ -151,29 +187,36 @@ class ChartChild:
         self.close()
 
 
-def _child(inp: int, out: int) -> int:
-    """The child's work: import the chart, read one framed pickle of :func:`chart_input` from ``inp``,
-    write ``b"0"`` + the SVG (UTF-8) framed to ``out``; ``b"1"`` when drawing raised. Returns the exit
-    code. Ctrl-C (the terminal signals the whole process group) is the parent's to handle: the child
-    ignores SIGINT and ends when the parent closes the pipe or kills it."""
+def _serve() -> int:
+    """The child's work (``python -I -c`` :data:`_CHILD`): import the chart, read one framed pickle of
+    :func:`chart_input` from stdin, write ``b"0"`` + the SVG (UTF-8) framed to stdout; ``b"1"`` when
+    drawing raised. Returns the exit code. Its stdout is kept for the answer alone (what a library
+    prints goes to stderr's place). Ctrl-C (the terminal signals the whole process group) is the
+    parent's to handle: the child ignores SIGINT and ends when the parent closes the pipe or kills it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    gc.freeze()  # the parent's objects: never walked again here, nor their pages copied for it
+    out = os.dup(1)
+    os.dup2(2, 1)
     try:
-        from .chart import figures
+        from .chart import figure_parts
     except Exception:
-        figures = None
-    data = _read_frame(inp)
+        figure_parts = None
+    data = _read_frame(0)
     if data is None:
         return 0
     try:
-        if figures is None:
+        if figure_parts is None:
             raise ImportError("reports.chart")
-        answer = b"0" + figures(pickle.loads(data)).encode("utf-8")
+        parts = [b"0"]
+        for svg in figure_parts(pickle.loads(data)):  # each picture kept as UTF-8 only
+            parts.append(svg.encode("utf-8"))
+            del svg
+            gc.collect()  # the drawn figure's cycles, before the next is drawn in their place
     except Exception:
-        answer = b"1"
+        parts = [b"1"]
     try:
-        write_all(out, _frame(answer))
+        _write_within(out, struct.pack("!Q", sum(map(len, parts))))
+        for part in parts:
+            _write_within(out, part)
     except OSError:
         return 1
     return 0

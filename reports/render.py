@@ -136,27 +136,29 @@ _PLACE = "<!--chart: drawn in another process-->"
 
 def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None,
                  spill: Path | None = None) -> Iterator[str]:
-    """``parts`` with the picture from ``chart.svg(a)`` where :data:`_PLACE` is; what follows it is
-    rendered before the picture is asked for, and kept in pieces of about 1 MB: in memory, or with
-    ``spill`` (a directory) in an unnamed temporary file there, read back after the picture."""
+    """``parts`` with the picture from ``chart.svg_utf8(a)`` where :data:`_PLACE` is; what follows it is
+    rendered before the picture is asked for, and kept in pieces of about 1 MB, as UTF-8: in memory, or
+    with ``spill`` (a directory) in an unnamed temporary file there, read back after the picture. The
+    picture and that end are yielded as UTF-8 bytes (:func:`_put` writes them as they are)."""
     for chunk in parts:
         if pending.reached and chunk == _PLACE:
             break
         yield chunk
     else:  # a template without {{ chart }}
         return
-    with (tempfile.TemporaryFile("w+", encoding="utf-8", dir=spill) if spill is not None else io.StringIO()) as rest:
+    with (tempfile.TemporaryFile("w+b", dir=spill) if spill is not None else io.BytesIO()) as rest:
         piece, size = [], 0
         for chunk in parts:
             piece.append(chunk)
             size += len(chunk)
             if size >= 1 << 20:
-                rest.write("".join(piece))
+                rest.write("".join(piece).encode("utf-8"))
                 piece, size = [], 0
-        rest.write("".join(piece))
+        rest.write("".join(piece).encode("utf-8"))
+        del piece
         if meanwhile:
             meanwhile()
-        yield chart.svg(a)
+        yield chart.svg_utf8(a)
         rest.seek(0)
         while block := rest.read(1 << 20):
             yield block
@@ -301,10 +303,17 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
 
 
 def _put(path: Path, parts) -> None:
-    """Write the text pieces ``parts`` to ``path`` (UTF-8), making its directory."""
+    """Write the pieces ``parts`` to ``path`` (UTF-8), making its directory: text, or bytes already in
+    UTF-8 (the picture as the chart's child sent it, the page's end from its spill file), written as
+    they are."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        f.writelines(parts)
+        for part in parts:
+            if isinstance(part, str):
+                f.write(part)
+            else:
+                f.flush()
+                f.buffer.write(part)
 
 
 # -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------

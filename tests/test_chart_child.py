@@ -1,5 +1,6 @@
-"""The timeline picture drawn in a forked child (reports/chartproc.py) is the picture drawn in-process,
-byte for byte, in report.html; and when there is no child, or it dies, the parent draws the same one.
+"""The timeline picture drawn in a child process (reports/chartproc.py: a fresh interpreter) is the
+picture drawn in-process, byte for byte, in report.html; and when there is no child, or it dies or
+hangs, the parent draws the same one.
 """
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from forensics.ops.cli import main
-from reports import render
+from reports import chartproc, render
 from reports.chart import timeline_svg
 from reports.chartproc import ChartChild, chart_input
 
@@ -21,7 +25,7 @@ STAMP = re.compile(r"report generated [^<]+")  # the only part that moves betwee
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """The embedded sample node, collected and analysed by ``demo`` (whose analyze forks the child)."""
+    """The embedded sample node, collected and analysed by ``demo`` (whose analyze starts the child)."""
     out = tmp_path_factory.mktemp("demo")
     assert main(["-q", "demo", "--out", str(out)]) == 0
     return out, json.loads((out / "analysis.json").read_text(encoding="utf-8"))
@@ -80,12 +84,16 @@ def test_a_killed_child_leaves_the_parent_to_draw_the_same_picture(demo, tmp_pat
     assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
 
 
-def test_no_fork_while_another_thread_runs_and_a_child_never_sent_to_is_ended():
+def test_a_child_starts_while_another_thread_runs_and_a_child_never_sent_to_is_ended(demo, tmp_path):
+    _, a = demo
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
-    try:
-        assert ChartChild().start().pid is None  # a fork now could copy a lock that thread holds
+    try:  # a fresh interpreter, not a fork: a lock another thread holds is not copied into it
+        with ChartChild() as child:
+            assert child.pid
+            render.write(a, tmp_path / "r.html", None, None, chart=child)
+            assert child.from_child
     finally:
         stop.set()
         t.join()
@@ -94,6 +102,39 @@ def test_no_fork_while_another_thread_runs_and_a_child_never_sent_to_is_ended():
     assert pid
     child.close()
     assert child.pid is None and _gone(pid)
+
+
+def test_the_child_imports_no_collector_and_holds_less_than_a_fork(demo):
+    """The child is a fresh interpreter: it imports the chart and what the chart needs, not the
+    parent's collectors or redaction (what ``run`` has imported when its analyze starts the child)."""
+    _, a = demo
+    with ChartChild() as child:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the child has imported matplotlib
+            maps = Path(f"/proc/{child.pid}/maps").read_text()
+            if "ft2font" in maps:
+                break
+            time.sleep(0.05)
+        maps = Path(f"/proc/{child.pid}/maps").read_text()
+        cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")
+        assert "ft2font" in maps and "libsystemd" not in maps
+        assert cmdline[0] == os.fsencode(sys.executable) and cmdline[1] == b"-I"
+        assert child.svg(a).count("<svg ") == 2 and child.from_child
+
+
+def test_a_child_that_does_not_answer_is_killed_and_the_parent_draws(demo, tmp_path, monkeypatch):
+    _, a = demo
+    monkeypatch.setattr(chartproc, "WAIT_S", 1.0)
+    child = ChartChild().start()
+    pid = child.pid
+    os.kill(pid, signal.SIGSTOP)  # alive, holding its pipes, answering nothing
+    t0 = time.monotonic()
+    try:
+        render.write(a, tmp_path / "r.html", None, None, chart=child)
+    finally:
+        child.close()
+    assert time.monotonic() - t0 < 60 and not child.from_child and _gone(pid)
+    assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
 
 
 def test_an_unwritable_report_md_is_the_error_and_report_html_is_whole(demo, tmp_path):

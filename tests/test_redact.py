@@ -118,3 +118,19 @@ def test_a_redacted_value_is_recognised():
     assert redact.is_redacted(redact.redacted("x")) and redact.is_redacted("<redacted>")
     assert redact.is_redacted(redact.WORD_MARK) and redact.is_redacted("****")
     assert not redact.is_redacted("all") and not redact.is_redacted("compute,utility")
+
+
+def test_the_shapes_import_no_http_client_yet_a_plugin_still_reaches_the_real_requests():
+    """detect-secrets' plugins import requests for their network check, which redaction never runs:
+    importing the policy (what collect and analyze do) leaves requests and urllib3 out of the process;
+    a plugin's ``requests`` still reads through to the real module, and a later ``import requests`` is
+    the real one."""
+    import subprocess
+    import sys
+    code = ("import sys; from forensics import redact; from reports import render; "
+            "print(sorted(m for m in ('requests', 'urllib3', 'idna') if m in sys.modules)); "
+            "import detect_secrets.plugins.base as b; import requests; "
+            "print(b.requests.exceptions.RequestException is requests.exceptions.RequestException, "
+            "requests.get.__module__, redact.redact_text('AKIAIOSFODNN7EXAMPLE')[:9])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.splitlines() == ["[]", "True requests.api <redacted"]

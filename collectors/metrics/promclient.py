@@ -28,8 +28,6 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
-import requests
-
 from forensics.artifact import Artifact, Status
 from forensics.neterror import network_error
 from forensics.redact import redact_message, redact_url, scrub, url_secrets
@@ -122,6 +120,7 @@ class PromClient:
             self.recorded = json.loads((self.dir / "index.json").read_text())
             self.by_key = {e["request"]: e for e in self.recorded["calls"] if e.get("file")}
         else:
+            import requests  # here, not at the top: analyze reads stored answers through this module
             self.session = requests.Session()
             self.session.headers["Accept-Encoding"] = "identity"
             self.session.headers.update(auth_for(credential, base)[0])
@@ -137,6 +136,7 @@ class PromClient:
             raise BudgetSpent("the total time budget was spent before this call")
         limit = min(self.timeout, remaining)
         result: dict = {}
+        import requests
 
         def run():
             try:
@@ -282,6 +282,7 @@ def fetch_text(url: str, writer, rel: str, *, ca: str | None = None, timeout: fl
     body at ``rel``; ``file://PATH`` reads a recorded copy. Returns the text. Raises
     :class:`PrometheusError` when there is no 200 answer: recorded as an ``error`` artifact (keeping
     the body when there was one)."""
+    import requests
     src = url if url.startswith("file://") else redact_url(url)
     try:
         if url.startswith("file://"):

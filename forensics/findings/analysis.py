@@ -190,12 +190,12 @@ def _node_facts(nf, m: dict, facts: dict) -> dict:
 def _bundle_section(bundle: Bundle, artifacts: list) -> dict:
     """The ``bundle`` section: where it is, the manifest's SHA-256, how it was collected, every artifact and
     those that could not be read."""
-    m = bundle.manifest
+    m, records = bundle.manifest, bundle.artifact_records()
     return {"path": str(bundle.source), "manifest_sha256": hashlib.sha256(bundle.path("manifest.json").read_bytes())
             .hexdigest(), "command_line": m.get("command_line"), "collection": m.get("collection"),
             "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
-            "artifacts": [a.to_json() for a in artifacts],
-            "missing": [a.to_json() for a in artifacts if a.status in (Status.UNREADABLE, Status.ERROR)]}
+            "artifacts": records,
+            "missing": [r for r, a in zip(records, artifacts) if a.status in (Status.UNREADABLE, Status.ERROR)]}
 
 
 def _mark_windows(events: list[Event], incidents) -> None:

@@ -167,7 +167,7 @@ def cmd_analyze(bundle_path: Path, args, announce: bool = True) -> int:
     verdict lines are printed before the reports are rendered (with --quiet too), then the reports'
     paths when ``announce`` (``run`` names them once, in its summary). A report that cannot be written
     raises :class:`BundleWriteError` (exit 5, one line)."""
-    # the picture's child is forked first (before any thread), to import matplotlib while this one reads
+    # the picture's child is started first, to import matplotlib while this one reads
     with _chart_child(True) as chart:
         return _analyze(bundle_path, args, announce, chart)
 
@@ -388,7 +388,7 @@ def _dispatch(args, full: list[str], collected: list[Path]) -> int:
 
 
 def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
-    """``run``: collect, then analyze the bundle here (the picture drawn by a child forked first, so that
+    """``run``: collect, then analyze the bundle here (the picture drawn by a child started first, so that
     matplotlib is imported while collecting), then upload it when asked."""
     check_report_paths(args)
     missing = missing_report_libs()
