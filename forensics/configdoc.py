@@ -1,10 +1,27 @@
 """Reading parsed settings documents (TOML, JSON, YAML): a value of the wrong type counts as absent, and
 later files override earlier ones.
 
-Every engine's and the toolkit's settings go through these (forensics/engines, collectors/runtime_config);
-nothing here reads a file or raises for what a document holds.
+Every engine's and the toolkit's settings go through these (forensics/engines, collectors/runtime_config,
+collectors/containers); nothing here reads a file or raises for what a document holds.
 """
 from __future__ import annotations
+
+import json
+import tomllib
+
+
+def parse(text: str, fmt: str) -> tuple[dict | None, str | None]:
+    """A settings file's ``text`` parsed as ``fmt`` (``"json"``: daemon.json; ``"toml"``: containerd's,
+    crio.conf, containers.conf) -> ``(document, None)``, or ``(None, why)`` where it does not parse or is
+    not a table, ``why`` a phrase to follow the file's name (an empty JSON file reads as ``{}``, as
+    dockerd reads it)."""
+    try:
+        doc = json.loads(text or "{}") if fmt == "json" else tomllib.loads(text)
+    except (ValueError, RecursionError) as e:
+        return None, f"is not valid {fmt.upper()}: {' '.join(str(e).split())[:200]}"
+    if not isinstance(doc, dict):
+        return None, f"is not a {fmt.upper()} object (a {type(doc).__name__}): its settings are unknown, read as unset"
+    return doc, None
 
 
 def merge(a: dict, b: dict, deep_plugins: bool, depth: int = 0) -> dict:

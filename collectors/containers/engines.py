@@ -41,13 +41,11 @@ nothing is written on the host.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
-import tomllib
 from dataclasses import dataclass, field
 
-from forensics import hostfs
+from forensics import configdoc, hostfs
 from forensics.engines import ENGINES, containerd, namespace_owner, storage
 
 
@@ -242,14 +240,14 @@ def _settings_roots(root, roots: Roots) -> None:
 
 
 def _doc(root, path: str) -> dict | None:
-    """A settings file under root, parsed (JSON when its name ends in ``.json``, else TOML); None when it
-    cannot be read, is over :data:`CONF_LIMIT`, does not parse or is not a table."""
+    """A settings file under root, parsed (:func:`forensics.configdoc.parse`: JSON when its name ends in
+    ``.json``, else TOML); None when it cannot be read, is over :data:`CONF_LIMIT`, does not parse or is
+    not a table."""
     try:
         text = hostfs.read_text(root, path, limit=CONF_LIMIT)
-        doc = json.loads(text) if path.endswith(".json") else tomllib.loads(text)
-    except (OSError, ValueError, RecursionError):
+    except OSError:
         return None
-    return doc if isinstance(doc, dict) else None
+    return configdoc.parse(text, "json" if path.endswith(".json") else "toml")[0]
 
 
 def _list(root, path: str) -> list[str]:

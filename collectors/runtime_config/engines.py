@@ -22,8 +22,6 @@ it says: docs/sources.md "GPU stacks" items 2 (GPU Operator), 4 (HAMi), 5 (Bottl
 """
 from __future__ import annotations
 
-import json
-import tomllib
 
 import yaml
 
@@ -112,18 +110,15 @@ def _directives(root, path: str) -> bool | None:
 
 
 def _doc(path, fmt: str) -> tuple[dict | None, str | None]:
-    """A stored settings file parsed (``fmt`` ``"json"`` or ``"toml"``) → ``(document, None)``, or ``(None,
-    why)`` where it does not parse or is not a table (an empty JSON file reads as ``{}``)."""
+    """A stored settings file parsed (:func:`forensics.configdoc.parse`, ``fmt`` ``"json"`` or ``"toml"``) →
+    ``(document, None)``, or ``(None, why)`` where it cannot be read, does not parse or is not a table."""
     try:
         text = path.read_text("utf-8", "replace")
-        doc = json.loads(text or "{}") if fmt == "json" else tomllib.loads(text)
     except OSError as e:
         return None, f"cannot be read: {e.strerror}"
-    except (ValueError, RecursionError) as e:
-        return None, f"is not valid {fmt.upper()}: {' '.join(str(e).split())[:200]}"
-    if not isinstance(doc, dict):
-        return None, f"is not a {fmt.upper()} object (a {type(doc).__name__}): its settings are unknown, read as unset"
-    return doc, None
+    return cd.parse(text, fmt)
+
+
 def plugin_config(text: str | None, problems: list | None = None) -> dict | None:
     """The NVIDIA device plugin's config file (``flags.plugin.passDeviceSpecs``, ``deviceListStrategy``:
     k8s-device-plugin api/config/v1; Bottlerocket renders its settings into one, stacks.md 5) →

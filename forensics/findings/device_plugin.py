@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..redact import is_redacted
-from .record import SOCKET_MOUNT, Record
+from .record import Record
 
 PLUGIN_TOKENS = ("nvidia-device-plugin", "k8s-device-plugin", "hami-device-plugin")
 NOT_PLUGIN = ("gpu-feature-discovery", "config-manager", "mps-control-daemon", "toolkit-validation")
