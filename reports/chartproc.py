@@ -2,16 +2,16 @@
 
 Importing matplotlib (~0.5-1 s) and drawing a busy node's picture (~2.5 s on the L bench) are the largest
 part of writing the reports, and they need nothing but the analysis. :meth:`ChartChild.start` starts a
-child at the start of ``analyze``: a fresh interpreter (``sys.executable -I``, the same one, with
-this project's directory first on its path) that imports :mod:`reports.chart` while the parent reads
-the bundle and correlates; :meth:`ChartChild.send` hands it what the picture reads
-(:func:`chart_input`) once the verdicts are printed, and the parent renders the HTML tables, report.md
-and analysis.json while the child draws; :meth:`ChartChild.svg` takes the picture back. The parent
-writes every file; the child writes none and its stderr goes nowhere.
+child at the start of ``analyze``: a fresh interpreter (``sys.executable -I``, the same one, with this
+project's directory and then the parent's import path first on its own) that imports
+:mod:`reports.chart` while the parent reads the bundle and correlates; :meth:`ChartChild.send` hands it
+what the picture reads (:func:`chart_input`) once the verdicts are printed, and the parent renders the
+HTML tables, report.md and analysis.json while the child draws; :meth:`ChartChild.svg` takes the
+picture back. The parent writes every file; the child writes none and its stderr goes nowhere.
 
-A fresh interpreter rather than a fork: a forked child's memory counts the parent's (``run`` has
-imported every collector by then; 36 MB of ``analyze``'s own imports), and a fork is unsafe once a
-thread runs. The child is only a faster path to the same bytes: when it cannot start, gives no
+A fresh interpreter rather than a fork: a forked child's resident memory counts every page it shares
+with the parent (the parent's imports, and whatever it holds when the fork happens), and a fork is
+unsafe once a thread runs. The child is only a faster path to the same bytes: when it cannot start, gives no
 picture (it failed, died or was killed) or does not answer within :data:`WAIT_S`, the parent draws
 in-process with :func:`reports.chart.figures`, so the output and any error are those of drawing it
 there.
@@ -32,8 +32,9 @@ from pathlib import Path
 #: seconds the parent waits for the child to take its input and to answer, each (the L bench's picture
 #: takes ~3 s); then the child is killed and the picture drawn in-process
 WAIT_S = 120.0
-#: the child's program: this project's directory first on its path, then :func:`_serve`
-_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from reports.chartproc import _serve; sys.exit(_serve())"
+#: the child's program: this project's directory, then the parent's import path (its arguments) before its
+#: own, then :func:`_serve`
+_CHILD = "import sys; sys.path[:0] = sys.argv[1:]; from reports.chartproc import _serve; sys.exit(_serve())"
 
 #: the timeline kinds whose ``attrs`` the picture reads (reports/styles.py ``style``: a probe's result;
 #: reports/chart.py ``_requester``: a reload's requester); the others are drawn by time and kind alone
@@ -115,10 +116,12 @@ class ChartChild:
         be started (no interpreter to run, out of processes), nothing happens: the parent draws."""
         if self._proc is not None or not sys.executable:
             return self
-        root = str(Path(__file__).resolve().parent.parent)  # the directory holding reports/ and forensics/
+        # the directory holding reports/ and forensics/, then where the parent finds matplotlib (a venv, a
+        # PYTHONPATH that -I would drop); never the working directory ("")
+        path = [str(Path(__file__).resolve().parent.parent), *(p for p in sys.path if p)]
         flags = ["-I"] + (["-B"] if sys.flags.dont_write_bytecode else [])
         try:
-            self._proc = subprocess.Popen([sys.executable, *flags, "-c", _CHILD, root], stdin=subprocess.PIPE,
+            self._proc = subprocess.Popen([sys.executable, *flags, "-c", _CHILD, *path], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
         except (OSError, ValueError, subprocess.SubprocessError):
             return self
