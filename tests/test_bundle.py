@@ -221,3 +221,23 @@ def test_shared_json_is_equal_and_keeps_one_copy_of_each_short_string(tmp_path):
     assert one["linux_devices"][0]["path"] is two["linux_devices"][0]["path"]
     assert next(k for k in one if k == "engine") is next(k for k in two if k == "engine")
     assert one["m"] is not two["m"]
+
+
+def test_the_artifact_records_are_the_manifests_own_and_an_older_record_is_rebuilt(tmp_path):
+    """Bundle.artifact_records (the analysis's ``bundle.artifacts``): each record of this version's manifest
+    is the manifest's own dict (one copy of a busy node's thousands), equal to Artifact.to_json; a record
+    that lacks a key (an older version's) becomes a new dict holding every key, sorted as manifest.json
+    sorts them."""
+    path, *_ = _write(tmp_path)
+    b = Bundle.open(path)
+    records = b.artifact_records()
+    assert [r["source"] for r in records] == ["/var/log/dpkg.log", "/var/log/apt/history.log", "/var/log/journal"]
+    assert all(r is m for r, m in zip(records, b.manifest["artifacts"]))
+    assert records == [a.to_json() for a in b.artifacts()]
+    older = dict(b.manifest["artifacts"][1])
+    del older["notes"]
+    b.manifest["artifacts"][1], b._arts = older, None
+    again = b.artifact_records()
+    assert again[1] is not older and again[1] == {**older, "notes": []}
+    assert list(again[1]) == sorted(again[1]) and again[1]["status"] == "absent" and again[1]["errno"] == errno.ENOENT
+    assert again[0] is b.manifest["artifacts"][0]

@@ -267,3 +267,24 @@ def test_the_phone_picture_is_narrow_and_names_the_same_incidents(node3):
         assert width < vb[2] - 20, t
     both = chart.figures(node3)
     assert both.count("<svg ") == 2 and 'id="timeline-chart"' in both and 'id="timeline-chart-phone"' in both
+
+
+
+def test_markers_closer_than_a_column_are_drawn_once_and_apart_when_the_panel_is_narrow_enough():
+    """Markers of one kind and lane within 1/COLUMNS of a panel's width (~0.4 pt, under a CSS pixel) are
+    drawn once, the first of them: ten dpkg actions a second apart are one marker on a panel of four
+    months and ten on a panel of a minute; another lane's marker at the same time is drawn too."""
+    from datetime import datetime, timedelta, timezone
+
+    from matplotlib.figure import Figure
+
+    from reports.styles import STYLES
+    look = STYLES["package.dpkg-action"][1]
+    t0 = datetime(2026, 9, 2, 4, 5, tzinfo=timezone.utc)
+    pts = [(t0 + timedelta(seconds=s), 1) for s in range(10)] + [(t0, 2)]
+    for lo, hi, want in ((t0 - timedelta(days=60), t0 + timedelta(days=60), 2),
+                         (t0 - timedelta(seconds=20), t0 + timedelta(seconds=40), 11)):
+        ax = Figure().add_subplot()
+        chart._markers(ax, pts, look, lo, hi)
+        xs, ys = ax.lines[-1].get_data()
+        assert len(xs) == want and sorted(ys) == ([1] * (want - 1) + [2])
