@@ -55,11 +55,12 @@ def chart_input(a: dict) -> dict:
 
 
 def _wait(fd: int, write: bool, deadline: float | None) -> bool:
-    """Whether ``fd`` is ready (to write when ``write``, else to read) before ``deadline``
-    (``time.monotonic()``; ``None``: no limit)."""
-    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-    r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
-    return bool(r or w)
+    """Whether ``fd`` is ready (to write when ``write``, else to read; a closed other end counts, so that
+    the read or write says so) before ``deadline`` (``time.monotonic()``; ``None``: no limit)."""
+    poller = select.poll()  # not select(): a descriptor past FD_SETSIZE is fine
+    poller.register(fd, select.POLLOUT if write else select.POLLIN)
+    left = None if deadline is None else max(0, round((deadline - time.monotonic()) * 1000))
+    return bool(poller.poll(left))
 
 
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytearray | None:
@@ -79,8 +80,11 @@ def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytearray | N
 
 
 def _write_within(fd: int, data: bytes, deadline: float | None = None) -> None:
-    """Write all of ``data`` to the pipe ``fd`` (blocking or not), ``TimeoutError`` when the reader
-    has not taken it by ``deadline``; ``OSError`` when the reader is gone."""
+    """Write all of ``data`` to the pipe ``fd``, ``TimeoutError`` when the reader has not taken it by
+    ``deadline`` (``fd`` is then made non-blocking: a blocking write of more than a page waits for all of
+    it); ``OSError`` when the reader is gone."""
+    if deadline is not None:
+        os.set_blocking(fd, False)
     view = memoryview(data)
     while view:
         if not _wait(fd, True, deadline):

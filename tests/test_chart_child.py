@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import signal
 import sys
@@ -122,8 +123,16 @@ def test_the_child_imports_no_collector_and_holds_less_than_a_fork(demo):
         assert child.svg(a).count("<svg ") == 2 and child.from_child
 
 
-def test_a_child_that_does_not_answer_is_killed_and_the_parent_draws(demo, tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [0, 6000])
+def test_a_child_that_does_not_answer_is_killed_and_the_parent_draws(demo, tmp_path, monkeypatch, extra):
+    """A stopped child: the picture's input fits in the pipe (the demo's), or does not (6,000 more drawn
+    entries, ~300 kB: the parent's write would wait for the child without its deadline)."""
     _, a = demo
+    a = {**a, "timeline": a["timeline"] + [
+        {"at": f"2026-09-0{1 + i % 9}T{i % 24:02d}:{i % 60:02d}:{i % 59:02d}Z", "kind": "package.dpkg-action",
+         "local": "", "source": "dpkg", "summary": f"configure p{i}", "attrs": {}, "flags": [],
+         "evidence": {"artifact": "packages/dpkg/dpkg.log", "line": i + 1}} for i in range(extra)]}
+    assert (len(pickle.dumps(chartproc.chart_input(a))) > 1 << 18) == bool(extra)
     monkeypatch.setattr(chartproc, "WAIT_S", 1.0)
     child = ChartChild().start()
     pid = child.pid
