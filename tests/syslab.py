@@ -434,11 +434,29 @@ class SysLab:
         Returns seconds."""
         t0 = time.monotonic()
         if via_unit:
-            self.sh("systemd-run", f"--unit={via_unit}", "--wait", "--quiet", "/bin/systemctl", verb, timeout=30)
+            p = self.sh("systemd-run", f"--unit={via_unit}", "--wait", "--quiet", "/bin/systemctl", verb, timeout=30,
+                        check=False)
+            if p.returncode and not (verb == "daemon-reexec" and "disconnected" in p.stderr):
+                raise LabError(f"systemd-run {verb} exited {p.returncode}: {p.stderr.strip()[-800:]}")
+            if p.returncode:  # PID 1 re-executed while systemd-run waited on the bus: wait for the unit here
+                self._wait_unit_done(f"{via_unit}.service", t0 + 30)
         else:
             self.sh("systemctl", verb, timeout=30)
         self.timings["reload"] = time.monotonic() - t0
         return self.timings["reload"]
+
+    def _wait_unit_done(self, name: str, deadline: float) -> None:
+        """Until the service ``name`` inside has run (inactive, or gone: a transient unit is collected), PID 1
+        answering again after a re-exec; ``LabError`` when it failed or ``deadline`` (monotonic) passes."""
+        while time.monotonic() < deadline:
+            p = self.sh("systemctl", "show", "-pActiveState", "-pResult", name, check=False, timeout=10)
+            vals = dict(line.partition("=")[::2] for line in p.stdout.splitlines())
+            if p.returncode == 0 and vals.get("ActiveState") in ("inactive", "failed"):
+                if vals.get("Result") not in ("success", "", None):
+                    raise LabError(f"{name} ended with {vals}")
+                return
+            time.sleep(0.2)
+        raise LabError(f"{name} still running after the re-exec")
 
     def show(self, name: str, *props) -> dict[str, str]:
         """``systemctl show -p ...`` of the container's scope (DeviceAllow joined with '; ')."""
