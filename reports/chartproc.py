@@ -6,7 +6,7 @@ child at the start of ``analyze``: a fresh interpreter (``sys.executable -I``, t
 project's directory and then the parent's import path first on its own) that imports
 :mod:`reports.chart` while the parent reads the bundle and correlates; :meth:`ChartChild.send` hands it
 what the picture reads (:func:`chart_input`) once the verdicts are printed, and the parent renders the
-HTML tables, report.md and analysis.json while the child draws; :meth:`ChartChild.svg` takes the
+HTML tables, report.md and analysis.json while the child draws; :meth:`ChartChild.svg_utf8` takes the
 picture back. The parent writes every file; the child writes none and its stderr goes nowhere.
 
 A fresh interpreter rather than a fork: a forked child's resident memory counts every page it shares
@@ -106,14 +106,14 @@ def _read_frame(fd: int, deadline: float | None = None) -> bytearray | None:
 
 class ChartChild:
     """A child process that draws the timeline picture of one analysis (see the module's text). Use
-    ``start()``, then ``send(a)`` and ``svg(a)``; ``close()`` ends it (a ``with`` block calls it)."""
+    ``start()``, then ``send(a)`` and ``svg_utf8(a)``; ``close()`` ends it (a ``with`` block calls it)."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
         self._proc: subprocess.Popen | None = None
         self._to = self._from = -1
         self._sent = False
-        self.from_child = False  # whether svg() returned the child's picture
+        self.from_child = False  # whether svg_utf8() returned the child's picture
 
     def start(self) -> "ChartChild":
         """Start the child, which imports :mod:`reports.chart` and waits for its input. When it cannot
@@ -141,21 +141,17 @@ class ChartChild:
         try:
             _write_within(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)),
                           time.monotonic() + WAIT_S)
-        except (OSError, TimeoutError):  # the child is gone or stuck: svg() draws in-process
+        except (OSError, TimeoutError):  # the child is gone or stuck: svg_utf8() draws in-process
             self.close()
         else:
             self._proc.stdin.close()
             self._to = -1
 
-    def svg(self, a: dict) -> str:
-        """The pictures of ``a``, as :func:`reports.chart.figures` draws them: the child's, or drawn
-        here when there is no child or it gave none within :data:`WAIT_S` (its error, if any, is raised
-        here as it would be without a child)."""
-        return str(self.svg_utf8(a), "utf-8")
-
     def svg_utf8(self, a: dict) -> bytes | memoryview:
-        """:meth:`svg` as UTF-8 bytes (the child's answer is not decoded: a busy node's picture is
-        megabytes, written to the page as it came)."""
+        """The pictures of ``a``, as :func:`reports.chart.figures` draws them, in UTF-8: the child's (not
+        decoded: a busy node's picture is megabytes, written to the page as it came), or drawn here when
+        there is no child or it gave none within :data:`WAIT_S` (its error, if any, is raised here as it
+        would be without a child)."""
         self.send(a)
         answer = None
         if self._proc is not None:
