@@ -35,9 +35,10 @@ def _requests_on_use():
     its first attribute read (PEP 562 ``__getattr__``). detect-secrets' plugin modules import requests
     at their top for their verification step (a network request), which this rule never runs; the real
     import (requests, urllib3, idna, charset_normalizer, certifi) costs ~8 MB and ~0.1 s in every
-    process that redacts (collect, analyze, the chart's child). The stand-in leaves ``sys.modules`` at
-    the end of the block, so any later ``import requests`` gets the real module; a plugin that did use
-    it would get the real one's attribute. Nothing changes when requests is already imported."""
+    process that redacts (collect, analyze; the chart's child imports only reports.chart and redacts
+    nothing). The stand-in leaves ``sys.modules`` at the end of the block, so any later ``import requests``
+    gets the real module; a plugin that did use it would get the real one's attribute. Nothing changes
+    when requests is already imported."""
     if "requests" in sys.modules:
         yield
         return

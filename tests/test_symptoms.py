@@ -222,6 +222,31 @@ def test_a_users_sudo_is_the_requester_by_its_capabilities_and_a_capless_sudo_is
     assert not kinds(reading, "journal.forged") and [e.attrs["pid"] for e in kinds(reading, "journal.requester")] == [5120]
 
 
+def test_a_sudo_line_whose_writer_had_exited_is_unverified_neither_requester_nor_red_flag(tmp_path):
+    """journald reads ``_COMM``, ``_EXE``, ``_CMDLINE`` and ``_CAP_EFFECTIVE`` from /proc/PID when a line arrives;
+    a writer that has exited by then leaves only the socket's ``_PID``/``_UID`` (a real sudo that ended at once, or
+    a user's short-lived ``logger -t sudo``: the two cannot be told apart). Such a line is no red flag and no
+    requester: it is said (flag ``unverified``) and listed as the weakest candidate, the basis unknown."""
+    gone = entry(T0 - 5 * S, 5122, "sudo", SUDO_RELOAD, _TRANSPORT="syslog", _UID=1001, _GID=1001)
+    bundle, a = run(tmp_path, node(tmp_path, "x", [gone, pid1(T0, "Reloading.")]), incidents=INCIDENT)
+    assert "red_flags" not in a and not [e for e in a["timeline"] if e["kind"] == "journal.forged"]
+    [line] = [e for e in a["timeline"] if e["kind"] == "journal.requester"]
+    assert (line["attrs"]["pid"], line["attrs"]["comm"], line["flags"]) == (5122, None, ["unverified"])
+    assert "cannot be verified" in line["summary"]
+    assert [e["_GF_SELECTED_BY"] for e in stored(bundle) if e.get("_PID") == "5122"] == [["requester"]]
+    by = next(c for c in a["incidents"][0]["causes"] if c["kind"] == "daemon-reload")["requested_by"]
+    assert (by["basis"], by["comm"], by["pid"]) == ("unknown", None, None)
+    assert [(c["pid"], c["comm"], c["basis"]) for c in by["candidates"]] == [(5122, None, "inferred")]
+    assert "cannot be verified" in by["candidates"][0]["why"]
+    # one with journald's /proc fields and no privilege stays a red flag (the capless test above), and a
+    # bundle whose older collector kept the unverifiable line as forged reads it the same way as this one
+    p = bundle.path("journal/entries.jsonl")
+    p.write_text(p.read_text().replace('"_GF_SELECTED_BY": ["requester"]', '"_GF_SELECTED_BY": ["forged"]'))
+    reading = analyse(bundle)
+    assert not kinds(reading, "journal.forged")
+    assert [(e.attrs["pid"], e.flags) for e in kinds(reading, "journal.requester")] == [(5122, ("unverified",))]
+
+
 def test_a_forged_sudo_line_is_a_red_flag_never_the_requester(tmp_path):
     # systemd <= 252 logs only "Reloading.": the requester is inferred; a user's `logger -t sudo` must not be it
     forged = entry(T0 - 5 * S, 31339, "sudo", SUDO_RELOAD, **{**LOGGER, "SYSLOG_PID": 31339})

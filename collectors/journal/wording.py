@@ -124,7 +124,7 @@ def log_trusted(e: dict) -> bool:
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
     (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
-    :func:`sudo_trusted` false), ``"kernel"`` (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
+    :func:`sudo_trusted` false, and journald read the writer's /proc: an unverifiable one is no claim, :func:`sudo_unverified`), ``"kernel"`` (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
     write, :func:`collectors.journal.kernel.kernel_trusted` false), ``"kubelet"`` (kept as an
     NVML/probe/symptom/UpdateContainerResources line, :func:`log_trusted` false; the writer's
     SYSLOG_IDENTIFIER when it gave one), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
@@ -133,7 +133,7 @@ def forged_claim(e: dict, rules: list) -> str | None:
             text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
         return "PID 1"
     if ("requester" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "sudo" \
-            and not sudo_trusted(e):
+            and not sudo_trusted(e) and not proc_unread(e):
         return "sudo"
     if ("kernel" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "kernel" \
             and not kernel_trusted(e):
@@ -304,8 +304,12 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
                               {"unit": name, "action": action, "message": msg}, evidence))
     if "requester" in rules:
         pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
-        out.append(event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {excerpt(msg, 160)}",
-                          {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence))
+        ev = event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {excerpt(msg, 160)}",
+                   {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence)
+        if sudo_unverified(e):  # neither sudo's nor forged: said, never a requester (requester.py wants comm sudo)
+            ev.summary += " (cannot be verified: the process had exited before journald read its /proc)"
+            ev.flags = ("unverified",)
+        out.append(ev)
     if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)) and sig[0] != "plugin-registered":
         out.append(symptom_event(at, msg, sig, ident, unit, evidence))
     elif "nvml" in rules:
@@ -417,6 +421,24 @@ def clipped(cov: dict, start: datetime, reason: str, verb: str, what: str) -> tu
 # -- neighbouring GPU failures and trusted sudo lines (issue 14 item 7) ------------------------------
 #: what journald records as ``_EXE`` for sudo (the C sudo and sudo-rs, installed as sudo)
 SUDO_EXES = ("sudo", "sudo-rs")
+
+
+#: the fields journald reads from ``/proc/PID`` of a line's writer when the line arrives (systemd.journal-fields(7):
+#: ``_COMM``, ``_EXE``, ``_CMDLINE``, ``_CAP_EFFECTIVE``); a writer that has already exited leaves them all out,
+#: while ``_PID`` and ``_UID`` (the socket's credentials) are still there
+PROC_FIELDS = ("_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE")
+
+
+def proc_unread(e: dict) -> bool:
+    """True when journald recorded none of :data:`PROC_FIELDS` for entry ``e``: its writer had exited before
+    journald read ``/proc/PID``, so who wrote it cannot be verified (neither confirmed nor refuted)."""
+    return not any(text(e.get(f)) for f in PROC_FIELDS)
+
+
+def sudo_unverified(e: dict) -> bool:
+    """True for a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``) whose writer cannot be verified
+    (:func:`proc_unread`): neither sudo's (:func:`sudo_trusted`) nor a forged one; never a requester's evidence."""
+    return text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and proc_unread(e)
 
 
 def sudo_trusted(e: dict) -> bool:

@@ -22,7 +22,6 @@ it says: docs/sources.md "GPU stacks" items 2 (GPU Operator), 4 (HAMi), 5 (Bottl
 """
 from __future__ import annotations
 
-
 import yaml
 
 from forensics import configdoc as cd, hostfs

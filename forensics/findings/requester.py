@@ -91,8 +91,9 @@ def requester(reload: Event, events: list[Event]) -> dict:
     first: a ``sudo`` line running ``systemctl``, a dpkg action that runs maintainer scripts, an apt
     transaction, an unattended-upgrades run, then the units whose run brackets the reload (the shorter
     the run, and for a scope still open the later its start, the better), then a requester unit's own
-    lines, then the services that started before it and logged no stop. When only such services are
-    found, ``basis`` stays ``unknown`` and they are listed in ``candidates``.
+    lines, then the services that started before it and logged no stop, then sudo lines running ``systemctl``
+    that cannot be verified (flag ``unverified``: the writer had exited before journald read its /proc). When
+    only such services or lines are found, ``basis`` stays ``unknown`` and they are listed in ``candidates``.
     """
     a = reload.attrs
     if a.get("requester_pid") is not None:
@@ -115,7 +116,7 @@ def requester(reload: Event, events: list[Event]) -> dict:
     found = (_sudo_systemctl(since_prev, reload) + _dpkg_script(before, reload) + _apt_transaction(before, reload)
              + _unattended(before, reload) + _bracketing_units(events, reload) + _unit_lines(since_prev + after, reload))
     candidates, seen = [], set()
-    for who, why, evs in found + _bracketing_units(events, reload, open_services=True):
+    for who, why, evs in found + _bracketing_units(events, reload, open_services=True) + _unverified_sudo(since_prev, reload):
         key = who.get("unit") or (who.get("comm"), who.get("package"), who.get("command"))
         if key in seen:
             continue
@@ -159,6 +160,14 @@ def _sudo_systemctl(near, r):
     return [({"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"), "comm": "sudo"}, _point(e, r), [e])
             for e in reversed(near) if e.kind == "journal.requester" and e.attrs.get("identifier") == "sudo"
             and e.attrs.get("comm") == "sudo" and "systemctl" in (e.attrs.get("message") or "")]
+
+
+def _unverified_sudo(near, r):
+    # a line that says it is sudo's, its writer gone before journald read /proc: listed, never the requester
+    # (its summary says so: collectors/journal/wording.py entry_events)
+    return [({"unit": e.attrs.get("unit"), "pid": e.attrs.get("pid"), "comm": None}, _point(e, r), [e])
+            for e in reversed(near) if e.kind == "journal.requester" and "unverified" in e.flags
+            and "systemctl" in (e.attrs.get("message") or "")]
 
 
 def _dpkg_script(near, r):
