@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from forensics import hostfs
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
+from forensics.engines import ENGINES
 from forensics.source import CollectContext, Reading
 from forensics.events import NodeFacts
 from forensics.timeutil import iso_z, tz_by_name, tz_from_tzif, parse_iso
@@ -43,9 +44,9 @@ FILES = [  # (host path, bundle path)
     ("/proc/version", "node/proc-version"),
 ]
 #: packages whose installed version is evidence (from /var/lib/dpkg/status)
-VERSIONED = ("systemd", "containerd", "containerd.io", "runc", "nvidia-container-toolkit",
-             "nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools", "snapd",
-             "unattended-upgrades", "kubelet")
+VERSIONED = ("systemd", "nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+             "libnvidia-container-tools", "snapd", "unattended-upgrades", "kubelet",
+             *(n for e in ENGINES.values() if e.version for n in e.version.packages))  # containerd's, Docker's...
 STATUS_LIMIT = 64 << 20
 NAME = "node"
 OPTIONS: list = []  #: none (``--node`` is the pipeline's: ``ctx.node.hostname_override``)

@@ -38,7 +38,7 @@ TOY = Engine(
     discovery=Discovery(roots={"runc": ("/run/toy/runc",)}, commands={"toyd": ("toyd",)},
                         from_cmdline=lambda name, argv, cwd, where: [("runc", flag(argv, "state"), f"{where} toyd --state")],
                         from_settings=lambda path, doc: [("runc", cd.tab(doc.get("toy")).get("state"), f"{path} [toy] state")]),
-    cdi=Cdi(lambda s: "toyd reads /etc/cdi", lambda s, hooks: [
+    cdi=Cdi(lambda s: "toyd reads /etc/cdi", lambda s, hooks, version: [
         {"what": "Start GPU containers with toyd's CDI devices", "change": ["toy run --device nvidia.com/gpu=all x"],
          "needs": "the CDI spec above", "breaks": None, "why": "a CDI device enters linux.devices"}],
         "Start GPU containers with toyd's CDI devices"))

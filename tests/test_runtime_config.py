@@ -425,3 +425,26 @@ def test_cri_disabled_by_its_full_id_is_unknown_and_defaults_say_they_are_defaul
     assert full["systemd_cgroup"] is None and full["cri_disabled"] is True
     default = rc.containerd_settings([{"version": 2, "plugins": {"io.containerd.grpc.v1.cri": {"enable_cdi": True}}}])
     assert (default["systemd_cgroup"], default["systemd_cgroup_basis"]) == (False, "default (runtime runc)")
+
+
+# -- the engines' versions beside containerd: asked on a live node, else dpkg's -------------------------
+def test_engine_versions_are_read_from_their_own_answers_and_else_from_dpkg(tmp_path):
+    """``podman --version`` of the real Podman here (scripts/lab-deps.sh installs it; its answer read live); the
+    others' wordings as their binaries print them (``dockerd --version`` of Docker 20.10.17 and ``crio --version`` of
+    CRI-O 1.19.6, quoted in public bug reports and write-ups); on a mounted root nothing is run and dpkg's
+    versions answer, an epoch and all (docker-ce's ``5:``), with the package named as the basis."""
+    import re
+    import subprocess
+    real = subprocess.run(["podman", "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+    said = {"podman": real, "docker": "Docker version 20.10.17, build a89b842\n",
+            "crio": "crio version 1.19.6\nVersion:       1.19.6\nGitCommit:     c12bb210e9888cf6160134c7e636ee952c45c05a\n"}
+    got = {k: re.search(v.pattern, said[k]).group(1) for k, v in rc.versioned().items() if k in said}
+    assert got == {"docker": "20.10.17", "crio": "1.19.6", "podman": real.split()[-1]}
+    assert real.startswith("podman version 4.")
+    root = host(tmp_path, {})
+    b, r = collect(root, tmp_path, {"docker-ce": "5:24.0.7-1~debian.12~bookworm", "cri-o": "1.28.1-1.1"})
+    v = r.facts["runtime"]["versions"]
+    assert v["docker"] == {"version": "5:24.0.7-1~debian.12~bookworm", "basis": "/var/lib/dpkg/status (docker-ce)"}
+    assert v["crio"] == {"version": "1.28.1-1.1", "basis": "/var/lib/dpkg/status (cri-o)"}
+    assert v["podman"] == {"version": None, "basis": None}
+    assert not [a for a in b.artifacts() if a.method == "command"]  # a mounted root: nothing was run

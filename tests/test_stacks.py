@@ -289,3 +289,29 @@ def test_unrecognised_stack_gets_only_checks(tmp_path):
     assert (exp["stack"]["engine"], exp["stack"]["device_plugin"]) == (None, None)
     assert [w for w, _, _ in listing(exp)] == ["Stack not recognised: check it before changing anything"]
     assert all(line.startswith(("nvidia-ctk --version", "cat ", "ls ")) for line in text(exp).splitlines())
+
+
+def test_dockers_cdi_gates_are_said_against_the_version_this_node_runs():
+    """stacks.md 6: features.cdi exists from Docker 25.0 and is on by default from 28.2. A Docker below 25.0 is
+    told to upgrade first; on 28.2+ an unset features.cdi is on, so no restart of dockerd is advised; an explicit
+    false still is; an unknown version is said as unknown, never taken for either."""
+    from forensics.engines import docker
+    old = {"version": "5:24.0.7-1~debian.12~bookworm", "basis": "/var/lib/dpkg/status (docker-ce)"}
+    new = {"version": "28.3.2", "basis": "dockerd --version"}
+    steps = docker.cdi_steps({"cdi": None}, [], old)
+    assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
+    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 5:24.0.7-1~debian.12~bookworm, from "
+                                        "/var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)")
+    assert steps[0]["why"] == "daemon.json features.cdi is not set, which is off in Docker 5:24.0.7-1~debian.12~bookworm " \
+                              "(on by default from 28.2)"
+    steps = docker.cdi_steps({"cdi": None}, [], new)
+    assert [s["what"] for s in steps] == [docker.RUN_WHAT]
+    assert steps[0]["needs"] == ("the CDI spec and dockerd's CDI support (features.cdi is not set, which is on in "
+                                 "Docker 28.3.2 (on by default from 28.2))")
+    steps = docker.cdi_steps({"cdi": False}, [], new)
+    assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
+    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 28.3.2, from dockerd --version), where")
+    assert steps[0]["why"] == "daemon.json features.cdi is false"
+    steps = docker.cdi_steps({}, [], None)
+    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node's version was not seen)")
+    assert steps[0]["why"] == "daemon.json features.cdi is not set (off before Docker 28.2, on from 28.2)"

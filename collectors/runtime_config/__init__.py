@@ -37,6 +37,8 @@ import tomllib
 from forensics import configdoc as cd, hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
+from forensics.engines import ENGINES
+from forensics.engines.engine import Version
 from forensics.events import NodeFacts
 from forensics.redact_config import format_of, store_config
 from forensics.source import CollectContext, Reading
@@ -56,8 +58,18 @@ TOOLKIT_CONFIGS = ("/etc/nvidia-container-runtime/config.toml",  # GPU Operator'
 HOOKS_DIRS = ("/etc/containers/oci/hooks.d", "/usr/share/containers/oci/hooks.d")  #: CRI-O / podman hook files
 DRIVER_ROOT = "/run/nvidia/driver"
 #: packages whose dpkg version stands for a component's version when it cannot be asked
-PACKAGES = {"runc": ("runc",), "containerd": ("containerd", "containerd.io"),
-            "nvidia-container-toolkit": ("nvidia-container-toolkit", "nvidia-container-toolkit-base")}
+#: the toolkit's version, read as an engine's is (:class:`forensics.engines.engine.Version`)
+TOOLKIT_VERSION = Version(("nvidia-ctk", "--version"), r"version (\d\S*)",
+                          ("nvidia-container-toolkit", "nvidia-container-toolkit-base"))
+
+
+def versioned() -> dict[str, Version]:
+    """What the ``versions`` fact holds, by key: each engine's of the registry (forensics/engines: containerd,
+    Docker, CRI-O, Podman, runc; :attr:`forensics.engines.engine.Engine.version`) and the NVIDIA Container
+    Toolkit's (``nvidia-container-toolkit``)."""
+    return {**{n: e.version for n, e in ENGINES.items() if e.version}, "nvidia-container-toolkit": TOOLKIT_VERSION}
+
+
 NAME = "runtime_config"
 OPTIONS: list = []  #: none
 
@@ -163,20 +175,17 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
 
 
 def _versions(ctx: CollectContext) -> dict:
+    """``{key: {"version", "basis"}}`` of :func:`versioned`, each asked of its command on a live node, else
+    (or where it does not answer) dpkg's (``ctx.node``); systemd's from the node facts."""
     pv = ctx.node.package_versions or {}
-    return {
-        "runc": _command(ctx, ["runc", "--version"], r"runc version (\S+)") or _pkg_version(pv, "runc"),
-        "containerd": _command(ctx, ["containerd", "--version"], r"containerd \S+ v?(\d\S*)")
-        or _pkg_version(pv, "containerd"),
-        "nvidia-container-toolkit": _command(ctx, ["nvidia-ctk", "--version"], r"version (\d\S*)")
-        or _pkg_version(pv, "nvidia-container-toolkit"),
-        "systemd": {"version": ctx.node.systemd_version, "basis": ctx.node.systemd_version_basis},
-    }
+    out = {k: _command(ctx, list(v.argv), v.pattern) or _pkg_version(pv, v.packages) for k, v in versioned().items()}
+    return {**out, "systemd": {"version": ctx.node.systemd_version, "basis": ctx.node.systemd_version_basis}}
 
 
-def _pkg_version(pv: dict, key: str) -> dict:
-    """``{"version", "basis"}`` from the node's dpkg package versions (collectors/node.py)."""
-    n = next((n for n in PACKAGES[key] if pv.get(n)), None)
+def _pkg_version(pv: dict, packages: tuple[str, ...]) -> dict:
+    """``{"version", "basis"}`` from the node's dpkg package versions (collectors/node.py): the first of
+    ``packages`` installed."""
+    n = next((n for n in packages if pv.get(n)), None)
     return {"version": pv.get(n), "basis": f"/var/lib/dpkg/status ({n})" if n else None}
 
 
@@ -260,9 +269,9 @@ def _stored_versions(bundle: Bundle, facts: dict, node: NodeFacts) -> dict:
     else (systemd) the node's own."""
     versions = facts.get("versions") or {}
     pv = (bundle.manifest.get("node_facts") or {}).get("package_versions") or {}
-    for key in PACKAGES:
+    for key, v in versioned().items():
         if not (versions.get(key) or {}).get("version"):
-            versions[key] = _pkg_version(pv, key)
+            versions[key] = _pkg_version(pv, v.packages)
     if not (versions.get("systemd") or {}).get("version"):
         versions["systemd"] = {"version": node.systemd_version, "basis": "node facts" if node.systemd_version else None}
     return versions

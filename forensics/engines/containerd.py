@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from forensics.engines.engine import Discovery, Engine, flag
+from forensics.engines.engine import Discovery, Engine, Version, flag
 
 #: containerd's own, k3s's and RKE2's, and dockerd's private one (moby daemon/command/daemon.go ``<exec-root>/
 #: containerd/daemon``)
@@ -46,6 +46,7 @@ def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) 
 
 ENGINE = Engine(
     name="containerd", title="containerd", scope_prefix="cri-containerd",
+    version=Version(("containerd", "--version"), r"containerd \S+ v?(\d\S*)", ("containerd", "containerd.io")),
     cgroup_default={None: ("cgroupfs", "containerd's default (SystemdCgroup is false unless set; containerd "
                                        "docs/cri/config.md: \"containerd and Kubernetes use the legacy cgroupfs "
                                        "driver for managing cgroups by default\")")},

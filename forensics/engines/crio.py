@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from forensics import configdoc as cd
 import forensics.engines.storage as storage
-from forensics.engines.engine import Discovery, Engine, Settings, flag
+from forensics.engines.engine import Discovery, Engine, Settings, Version, flag
 
 CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d")
 #: CRI-O's compiled-in hooks_dir (cri-o pkg/config/config.go)
@@ -68,6 +68,8 @@ def roots_from_settings(path: str, doc: dict) -> list[tuple]:
 
 ENGINE = Engine(
     name="crio", title="CRI-O", scope_prefix="crio",   # cri-o internal/config/cgmgr/systemd.go
+    # crio --version: "crio version 1.19.6", then "Version: ..." lines
+    version=Version(("crio", "--version"), r"crio version v?(\d\S*)", ("cri-o",)),
     cgroup_default={None: ("systemd", "CRI-O's default (cgroup_manager = \"systemd\"; cri-o "
                                       "internal/config/cgmgr/cgmgr_linux.go, stacks.md section 7)")},
     cgroup_setting="crio.conf [crio.runtime] cgroup_manager",

@@ -7,14 +7,16 @@ cri-dockerd (and dockershim before it) put in the container's labels (stacks.md 
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.engines.engine import Cdi, Discovery, Engine, Settings, flag
+from forensics.versions import at_least, gate
+from forensics.engines.engine import Cdi, Discovery, Engine, Settings, Version, flag
 
 #: moby daemon/config ``DefaultContainersNamespace``
 NAMESPACE = "moby"
 DATA_ROOT = "/var/lib/docker"
 DAEMON_JSON = "/etc/docker/daemon.json"
 _WHY = "moby daemon/daemon_unix.go UsingSystemd, Docker 20.10+ (moby#40846); stacks.md section 6"
-
+#: features.cdi exists from Docker 25.0 and is on by default from 28.2 (stacks.md 6)
+CDI_MIN_VERSION, CDI_DEFAULT_ON = "25.0", "28.2"
 
 
 def settings(docs: list[dict]) -> dict:
@@ -66,23 +68,28 @@ RUN = "docker run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L"
 RUN_WHAT = "Start GPU containers with CDI devices instead of --gpus"
 
 
-def cdi_steps(d: dict, hook_users: list) -> list[dict]:
-    """stacks.md 6: CDI in dockerd (daemon.json ``features.cdi``) unless it is on, then ``--device
-    nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
+def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[dict]:
+    """stacks.md 6: CDI in dockerd (daemon.json ``features.cdi``) unless it is on (set true, or not set on a
+    Docker of :data:`CDI_DEFAULT_ON` or later, by ``version``: the runtime facts' ``{"version", "basis"}``), then
+    ``--device nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
     out = []
-    if d.get("cdi") is not True:
+    new_enough = at_least(version, CDI_DEFAULT_ON)
+    said = {True: "true", False: "false"}.get(d.get("cdi")) or (
+        f"not set, which is on in Docker {version['version']} (on by default from {CDI_DEFAULT_ON})" if new_enough
+        else f"not set, which is off in Docker {version['version']} (on by default from {CDI_DEFAULT_ON})"
+        if new_enough is False else f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})")
+    if d.get("cdi") is not True and not (d.get("cdi") is None and new_enough):
         out.append({"what": "Enable CDI in dockerd",
                     "change": ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
-                    "needs": "Docker >= 25.0 (features.cdi; on by default from 28.2, where this only makes it "
-                             "explicit); NVIDIA Container Toolkit >= 1.15.0",
+                    "needs": f"{gate('Docker', CDI_MIN_VERSION, version)}, where features.cdi exists (on by default "
+                             f"from {CDI_DEFAULT_ON}, where this only makes it explicit); NVIDIA Container Toolkit >= 1.15.0",
                     "breaks": None if d.get("live_restore") else "restarting dockerd stops every running container: "
                               "daemon.json does not set live-restore",
-                    "why": "daemon.json features.cdi is " + ({True: "true", False: "false"}.get(d.get("cdi"))
-                                                             or "not set (off before Docker 28.2, on from 28.2)")})
+                    "why": f"daemon.json features.cdi is {said}"})
     out.append({"what": RUN_WHAT,
                 "change": [RUN, "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> "
                                 "in place of --gpus"],
-                "needs": "the CDI spec and dockerd's CDI support above",
+                "needs": "the CDI spec and dockerd's CDI support " + ("above" if out else f"(features.cdi is {said})"),
                 "breaks": "the containers are recreated (stopped and started again)",
                 "why": "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
                        "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"})
@@ -91,6 +98,8 @@ def cdi_steps(d: dict, hook_users: list) -> list[dict]:
 
 ENGINE = Engine(
     name="docker", title="Docker", scope_prefix="docker",   # moby daemon/oci_linux.go scopePrefix
+    # dockerd --version: "Docker version 20.10.17, build a89b842"
+    version=Version(("dockerd", "--version"), r"Docker version v?(\d[^,\s]*)", ("docker-ce", "docker.io")),
     cgroup_default={2: ("systemd", "Docker's default on cgroup v2 (systemd when native.cgroupdriver is unset and "
                                    f"the host booted with systemd; {_WHY})"),
                     1: ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_WHY})")},

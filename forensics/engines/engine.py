@@ -65,14 +65,15 @@ class Cdi:
     Podman) rather than through Kubernetes; forensics/findings/stack_remedies.py writes the remedies.
 
     ``spec_why(settings)``: why a CDI spec is needed first and where this engine looks for it (``settings``:
-    the engine's, ``stack.<engine>``, ``{}`` when none was seen); ``steps(settings, hook_users)``: what
+    the engine's, ``stack.<engine>``, ``{}`` when none was seen); ``steps(settings, hook_users, version)``: what
     follows a spec, in order, each the next step of the one before, as ``{"what", "change": [command lines,
     "# ..." comments], "needs", "breaks", "why"}`` (``hook_users``: what still starts GPU containers
-    through the standalone hook, in words); ``run_what``: the name of the step that starts containers with
+    through the standalone hook, in words; ``version``: the engine's ``{"version", "basis"}`` of the runtime
+    facts' ``versions``, None when not read: its gates are said against it, :func:`forensics.versions.gate`); ``run_what``: the name of the step that starts containers with
     CDI devices (the one that relies on the spec: never given while the driver root is unknown)."""
 
     spec_why: Callable[[dict], str]
-    steps: Callable[[dict, list], list]
+    steps: Callable[[dict, list, dict | None], list]
     run_what: str
 
 
@@ -86,6 +87,18 @@ def flag(argv: list[str], *names: str) -> str | None:
             if a.startswith((f"-{n}=", f"--{n}=")):
                 return a.split("=", 1)[1]
     return None
+
+
+@dataclass(frozen=True)
+class Version:
+    """How an engine's version is read (collectors/runtime_config, the ``versions`` fact): ``argv``, run on a live
+    node only (never on a mounted root: the binary would be ours), its answer's ``pattern`` (group 1 is the
+    version), and the Debian ``packages`` whose installed version (/var/lib/dpkg/status, collectors/node.py)
+    answers where the command cannot be run or does not answer, in order."""
+
+    argv: tuple[str, ...]
+    pattern: str
+    packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,8 @@ class Engine:
     nvidia-container-runtime-hook in their spec use that hook themselves (False for containerd, whose hooked
     containers come from nvidia-container-runtime's legacy mode, judged by the runtime's mode); ``daemon``:
     ``(its systemd unit, its process's command name)`` when it runs as a daemon, whose own journal lines may
-    carry the NVML errors of the containers it starts (collectors/journal)."""
+    carry the NVML errors of the containers it starts (collectors/journal); ``version``: how its version is read
+    (:class:`Version`; its remedies' gates are said against it, :func:`forensics.versions.gate`)."""
 
     name: str
     title: str
@@ -127,6 +141,7 @@ class Engine:
     scope_decides: bool = True
     hook_user: bool = True
     daemon: tuple[str, str] | None = None
+    version: Version | None = None
 
     def default_driver(self, version: int | None) -> tuple[str, str] | None:
         """``(driver, why)`` for cgroup ``version`` (1, 2 or None: unknown); None when the default depends

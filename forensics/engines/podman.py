@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from forensics import configdoc as cd
 import forensics.engines.storage as storage
-from forensics.engines.engine import Cdi, Discovery, Engine, Settings, flag
+from forensics.engines.engine import Cdi, Discovery, Engine, Settings, Version, flag
+from forensics.versions import gate
 
 #: containers.conf(5): the system file, its drop-ins, and the distribution's defaults, in override order
 CONFIGS = ("/usr/share/containers/containers.conf", "/etc/containers/containers.conf",
@@ -70,14 +71,14 @@ def _spec_why(conf: dict) -> str:
         f"the cdi_spec_dirs containers.conf sets ({', '.join(dirs)})" if dirs else "the specs in /etc/cdi and /var/run/cdi")
 
 
-def cdi_steps(conf: dict, hook_users: list) -> list[dict]:
+def cdi_steps(conf: dict, hook_users: list, version: dict | None = None) -> list[dict]:
     """``--device nvidia.com/gpu=...`` in place of the toolkit's OCI hook (Podman reads CDI specs itself from
-    4.1.0: no engine setting to change); never containerd's CRI snippet nor a daemon restart (Podman has no
-    daemon)."""
+    4.1.0: no engine setting to change; ``version``, the runtime facts' ``{"version", "basis"}``, is said against
+    that gate); never containerd's CRI snippet nor a daemon restart (Podman has no daemon)."""
     hooks = [h for h in hook_users if h.startswith("OCI hook file")]
     return [{"what": RUN_WHAT,
              "change": [RUN, "# then recreate each GPU container with --device nvidia.com/gpu=<index or UUID>"],
-             "needs": f"the CDI spec above; Podman >= {CDI_MIN_VERSION}",
+             "needs": f"the CDI spec above; {gate('Podman', CDI_MIN_VERSION, version)}",
              "breaks": "the containers are recreated (stopped and started again)"
                        + (f"; the hook file stays for the containers not yet moved ({'; '.join(hooks)})" if hooks else ""),
              "why": "the toolkit's OCI hook (hooks.d) makes the GPU nodes inside the container after runc set its "
@@ -87,6 +88,8 @@ def cdi_steps(conf: dict, hook_users: list) -> list[dict]:
 
 ENGINE = Engine(
     name="podman", title="Podman", scope_prefix="libpod",
+    # podman --version: "podman version 4.3.1" (Podman 4.3.1 on Debian 12, seen here)
+    version=Version(("podman", "--version"), r"podman version v?(\d\S*)", ("podman",)),
     cgroup_default={None: ("systemd", "Podman's default (containers.conf(5) [engine] cgroup_manager: "
                                       "\"systemd\" unless set)")},
     cgroup_setting="containers.conf [engine] cgroup_manager",

@@ -6,7 +6,7 @@ state.json names. With ``--systemd-cgroup`` and no cgroupsPath runc names the sc
 (runc's default ``system.slice:runc:<id>``)."""
 from __future__ import annotations
 
-from forensics.engines.engine import Discovery, Engine, flag
+from forensics.engines.engine import Discovery, Engine, Version, flag
 
 #: runc's own default root, containerd's shims' and dockerd's (``<exec-root>/runtime-runc``)
 DEFAULT_ROOTS = ("/run/runc", "/run/containerd/runc", "/run/docker/runtime-runc")
@@ -23,6 +23,7 @@ def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) 
 
 ENGINE = Engine(
     name="runc", title="runc", scope_prefix="runc",
+    version=Version(("runc", "--version"), r"runc version (\S+)", ("runc",)),
     cgroup_default={None: ("cgroupfs", "runc's default (cgroupfs unless runc runs with --systemd-cgroup; runc(8), "
                                        "runc docs/cgroup-v2.md)")},
     cgroup_setting="runc's --systemd-cgroup flag", scope_decides=False,

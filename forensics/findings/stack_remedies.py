@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..engines import ENGINES
+from ..versions import gate
 from ..words import setting
 from .commands import Ev, lines, valid
 
@@ -104,7 +105,8 @@ def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
     if st["engine"] == "containerd":
         return [remedy("Enable CDI in containerd's CRI plugin", label(st),
                        ["nvidia-ctk runtime configure --runtime=containerd --cdi.enabled", "systemctl restart containerd"],
-                       "containerd >= 1.7 and NVIDIA Container Toolkit >= 1.15.0 (the --cdi.enabled flag)",
+                       f"{gate('containerd', '1.7', (runtime.get('versions') or {}).get('containerd'))} and NVIDIA "
+                       "Container Toolkit >= 1.15.0 (the --cdi.enabled flag)",
                        "restarting containerd pauses pod starts and image pulls for a moment; running containers keep "
                        "running under their shims", why)]
     d = st.get("k3s_config_dir")
@@ -256,7 +258,7 @@ def by_command(engine, st, runtime, specs_ok: bool, root) -> list[dict]:
     conf = (runtime.get("stack") or {}).get(engine.name) or {}
     out = [] if specs_ok else [_cdi_spec(st, root, "/etc/cdi/nvidia.yaml", engine.cdi.spec_why(conf))]
     return out + [remedy(s["what"], label(st), s["change"], s["needs"], s["breaks"], s["why"], follows=True)
-                  for s in engine.cdi.steps(conf, st.get("hook_users") or [])]
+                  for s in engine.cdi.steps(conf, st.get("hook_users") or [], (runtime.get("versions") or {}).get(engine.name))]
 
 
 def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:
