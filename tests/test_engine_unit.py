@@ -6,6 +6,7 @@ remedied by its own steps. The engine ("toyd") is made up; every reading goes th
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -77,6 +78,15 @@ def test_a_new_engines_roots_are_learnt_from_its_settings_and_its_own_processes_
     assert {p: s for p, s in roots.runc.items() if p.startswith("/run/toy")} == {
         "/run/toy/from-conf": ["/etc/toy/toy.toml [toy] state"], "/run/toy/p100": ["/proc/100/cmdline toyd --state"]}
     assert sorted(i.split(" ")[0] for i in roots.ignored) == ["/proc/101", "/proc/102"]
+    # its working directory is not read: only an engine's Discovery.cwd_of names (containerd's shims) are
+    seen = []
+    os.symlink("/run/toy/cwd", root / "proc/100/cwd")
+    with pytest.MonkeyPatch.context() as mp:
+        for cwd_of, want in (((), [None]), (("toyd",), [None, "/run/toy/cwd"])):
+            mp.setitem(ENGINES, "toy", replace(toy, discovery=replace(
+                toy.discovery, cwd_of=cwd_of, from_cmdline=lambda name, argv, cwd, where: seen.append(cwd) or [])))
+            discovery._proc_roots(root, discovery.Roots(str(root)), lambda: False)
+            assert seen == want
     assert "its executable is '/tmp/toyd-not', not toyd's binary" in " ".join(roots.ignored)
 
 

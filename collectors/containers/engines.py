@@ -189,7 +189,8 @@ def untrusted(root, pid: str, name: str) -> str | None:
 
 def _proc_roots(root, roots: Roots, expired) -> None:
     """:func:`roots_from_cmdline` for every process under ``<root>/proc``, at most :data:`MAX_PROCS`, whose
-    command an engine claims (``Discovery.commands``) and that :func:`untrusted` passes."""
+    command an engine claims (``Discovery.commands``) and that :func:`untrusted` passes; its working directory
+    only where a claiming engine reads it (``Discovery.cwd_of``)."""
     try:
         pids = [p for p in hostfs.listdir(root, "/proc") if p.isdigit()][:MAX_PROCS]
     except OSError:
@@ -212,10 +213,12 @@ def _proc_roots(root, roots: Roots, expired) -> None:
         if why:
             roots.ignored.append(f"/proc/{pid} ({ascii(name)[1:-1]}): {why}; no root learnt from it")
             continue
-        try:
-            cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = None
+        cwd = None
+        if any(_named(name, c) for e, _ in _claims(name) for c in e.discovery.cwd_of):  # a shim's: its task's bundle
+            try:
+                cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
+            except OSError:
+                pass
         roots_from_cmdline(argv, cwd, f"/proc/{pid}/cmdline", roots)
 
 

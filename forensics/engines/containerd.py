@@ -58,4 +58,4 @@ ENGINE = Engine(
     # k3s runs its containerd as a link to its multicall binary
     discovery=Discovery(roots={"containerd": STATE_DIRS},
                         commands={"containerd": ("containerd", "k3s"), "containerd-shim*": ("containerd-shim*",)},
-                        from_cmdline=roots_from_cmdline, pid_file="init.pid"))
+                        from_cmdline=roots_from_cmdline, pid_file="init.pid", cwd_of=("containerd-shim*",)))

@@ -48,7 +48,9 @@ class Discovery:
     or, ending in ``.json``, JSON); ``storage_bundle``: for an engine over containers/storage
     (forensics/engines/storage.py), where the bundle runc runs lies: ``"run"`` (the run root's ``userdata``:
     CRI-O) or ``"graph"`` (the graph root's: Podman); ``pid_file``: the file in its bundle that holds the
-    container's pid (containerd's ``init.pid``, CRI-O's ``pidfile``), read when runc's state gives none."""
+    container's pid (containerd's ``init.pid``, CRI-O's ``pidfile``), read when runc's state gives none;
+    ``cwd_of``: the process names (as in ``commands``) whose working directory ``from_cmdline`` reads: only
+    theirs is read (/proc/PID/cwd), every other process's ``cwd`` is None."""
 
     roots: dict = field(default_factory=dict)
     commands: dict = field(default_factory=dict)
@@ -57,6 +59,7 @@ class Discovery:
     also: tuple[str, ...] = ()
     storage_bundle: str | None = None
     pid_file: str | None = None
+    cwd_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
