@@ -302,12 +302,12 @@ def test_dockers_cdi_gates_are_said_against_the_version_this_node_runs():
     assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
     assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 5:24.0.7-1~debian.12~bookworm, from "
                                         "/var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)")
-    assert steps[0]["why"] == "daemon.json features.cdi is not set, which is off in Docker 5:24.0.7-1~debian.12~bookworm " \
-                              "(on by default from 28.2)"
+    assert steps[0]["why"] == "daemon.json features.cdi is not set, which is off in Docker 5:24.0.7-1~debian.12~bookworm, " \
+                              "on by default only from 28.2"
     steps = docker.cdi_steps({"cdi": None}, [], new)
     assert [s["what"] for s in steps] == [docker.RUN_WHAT]
-    assert steps[0]["needs"] == ("the CDI spec and dockerd's CDI support (features.cdi is not set, which is on in "
-                                 "Docker 28.3.2 (on by default from 28.2))")
+    assert steps[0]["needs"] == ("the CDI spec and dockerd's CDI support: features.cdi is not set, which is on in "
+                                 "Docker 28.3.2, on by default from 28.2")
     steps = docker.cdi_steps({"cdi": False}, [], new)
     assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
     assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 28.3.2, from dockerd --version), where")

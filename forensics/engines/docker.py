@@ -75,8 +75,8 @@ def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[di
     out = []
     new_enough = at_least(version, CDI_DEFAULT_ON)
     said = {True: "true", False: "false"}.get(d.get("cdi")) or (
-        f"not set, which is on in Docker {version['version']} (on by default from {CDI_DEFAULT_ON})" if new_enough
-        else f"not set, which is off in Docker {version['version']} (on by default from {CDI_DEFAULT_ON})"
+        f"not set, which is on in Docker {version['version']}, on by default from {CDI_DEFAULT_ON}" if new_enough
+        else f"not set, which is off in Docker {version['version']}, on by default only from {CDI_DEFAULT_ON}"
         if new_enough is False else f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})")
     if d.get("cdi") is not True and not (d.get("cdi") is None and new_enough):
         out.append({"what": "Enable CDI in dockerd",
@@ -89,7 +89,7 @@ def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[di
     out.append({"what": RUN_WHAT,
                 "change": [RUN, "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> "
                                 "in place of --gpus"],
-                "needs": "the CDI spec and dockerd's CDI support " + ("above" if out else f"(features.cdi is {said})"),
+                "needs": "the CDI spec and dockerd's CDI support" + (" above" if out else f": features.cdi is {said}"),
                 "breaks": "the containers are recreated (stopped and started again)",
                 "why": "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
                        "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"})
