@@ -118,8 +118,9 @@ class Event:
       history.log or unattended-upgrades, read as UTC because the node's zone is unknown: the true
       instant lies anywhere within :data:`forensics.timeutil.ZONE_UNCERTAINTY`, ±14 h, of ``at``), ``forged`` (a ``journal.forged`` line: its writer
       claimed to be PID 1 or kubelet, journald's trusted fields say otherwise), ``unverified`` (a line that says
-      it is sudo's whose writer had exited before journald read its /proc: no ``_COMM``, ``_EXE``,
-      ``_CAP_EFFECTIVE``; neither sudo's nor a forged one, and never a requester);
+      it is sudo's, sent by syslog(3), of whose writer journald recorded none of what it reads from /proc
+      (``_COMM``, ``_EXE``, ``_CMDLINE``, ``_CAP_EFFECTIVE``, ``_SYSTEMD_UNIT``...: it had exited):
+      neither sudo's nor a forged one, and never a requester);
     - set by :func:`forensics.findings.analysis.flag_clock_problems` once every source is read:
       ``after-collection`` (dated more than 5 minutes after the collection ended: a clock set into the
       future), ``before-boot`` (a journal entry of the running boot, by its cursor's boot ID, dated more

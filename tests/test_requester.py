@@ -115,8 +115,9 @@ def test_a_daemon_started_just_before_and_running_on_is_listed_but_not_named_the
     rb = c.requested_by
     assert (rb["unit"], rb["basis"]) == (None, "unknown")
     assert [x["unit"] for x in rb["candidates"]] == ["containerd.service"]
-    assert ("what requested it is unknown (systemd logged no caller and no unit ran just for it); running across "
-            "it: containerd.service started 0.88 s before the reload and logged no stop in the window") in c.reason
+    assert ("what requested it is unknown (systemd logged no caller, no unit ran just for it and no line that asked "
+            "for it can be verified); around it: containerd.service started 0.88 s before the reload and logged no "
+            "stop in the window") in c.reason
 
 
 def test_a_sudo_line_is_credited_to_the_reload_after_it_not_to_a_later_one():

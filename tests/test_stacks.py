@@ -307,11 +307,23 @@ def test_dockers_cdi_gates_are_said_against_the_version_this_node_runs():
     steps = docker.cdi_steps({"cdi": None}, [], new)
     assert [s["what"] for s in steps] == [docker.RUN_WHAT]
     assert steps[0]["needs"] == ("the CDI spec and dockerd's CDI support: features.cdi is not set, which is on in "
-                                 "Docker 28.3.2, on by default from 28.2")
+                                 "Docker 28.3.2, on by default from 28.2 (unless dockerd's command line says "
+                                 "--feature cdi=false: not read)")
     steps = docker.cdi_steps({"cdi": False}, [], new)
     assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
     assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 28.3.2, from dockerd --version), where")
     assert steps[0]["why"] == "daemon.json features.cdi is false"
+    assert "only makes it explicit" not in steps[0]["needs"]  # false is off: the step turns CDI on
     steps = docker.cdi_steps({}, [], None)
-    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node's version was not seen)")
+    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node's version was not seen), where features.cdi "
+                                        "exists (on by default from 28.2, where this only makes it explicit)")
     assert steps[0]["why"] == "daemon.json features.cdi is not set (off before Docker 28.2, on from 28.2)"
+    # cdi-spec-dirs [""] turns CDI off even on 28.2+ (moby daemon/daemon.go); true on a Docker below 25.0 is no CDI
+    steps = docker.cdi_steps({"cdi": None, "cdi_spec_dirs": [""]}, [], new)
+    assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
+    assert steps[0]["change"][1] == '# and take "cdi-spec-dirs": [""] out of /etc/docker/daemon.json'
+    assert steps[0]["why"].endswith('; cdi-spec-dirs is [""], which turns CDI off')
+    steps = docker.cdi_steps({"cdi": True}, [], old)
+    assert [s["what"] for s in steps] == [docker.RUN_WHAT]
+    assert steps[0]["needs"].endswith("; Docker >= 25.0 (this node: 5:24.0.7-1~debian.12~bookworm, from "
+                                      "/var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)")

@@ -67,6 +67,7 @@ from forensics.source import CollectContext, Option, Reading
 from forensics.timeutil import from_usec, iso_z, parse_iso
 from forensics.output import BundleWriteError
 from . import attempts, damage, isolate, kernel as kern, selection, wording as w
+from .spans import coverage as journal_coverage
 from .attempts import _size
 from .files import METHOD, _File, _final, _hash_all, _probe, unusable
 from .fileset import _FileSet, _room_for
@@ -366,7 +367,8 @@ def read(bundle, node) -> Reading:
         at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
-        if rules == ["forged"] and w.text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and (w.sudo_trusted(e) or w.proc_unread(e)):
+        if rules == ["forged"] and w.text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and (
+                w.sudo_trusted(e) or w.sudo_unverified(e)):
             rules = ["requester"]  # a sudo line an older collector took for forged (_UID, not its caps; or unverifiable)
         forged = w.forged_claim(e, rules)
         if "pid1" in rules and not forged:  # a forged one is a journal.forged event
@@ -381,7 +383,7 @@ def read(bundle, node) -> Reading:
     refused = [f"{a.source}: {a.status.value}" + (f" ({a.message})" if a.message else "")
                for a in bundle.artifacts() if a.method in (METHOD, "journalctl") and not a.path]
     files = _load(bundle, FILES, Reading(), list)
-    spans = [w.coverage(cov, refused, out.problems), kern.kernel_coverage(cov, refused, out.problems)]
+    spans = [journal_coverage(cov, refused, out.problems), kern.kernel_coverage(cov, refused, out.problems)]
     out.coverage += still_written(spans, files, bundle.manifest)
     out.facts.update({"systemd_version": version[0] if version else None,
                       "systemd_version_basis": version[1] if version else None,

@@ -19,7 +19,8 @@ from forensics import kmsg
 from forensics.events import Coverage, Event
 from forensics.excerpt import cut
 from forensics.timeutil import from_usec, iso_z
-from .wording import clipped, kernel_trusted, text
+from .spans import clipped
+from .wording import kernel_trusted, text
 
 KERNEL = [[("_TRANSPORT", "kernel")], [("SYSLOG_IDENTIFIER", "kernel")]]  #: the pass's journal matches
 JOIN_SECONDS = 1.0  #: the lines of one multi-line driver message are this close at most

@@ -24,8 +24,8 @@ from forensics import kmsg, neighbours
 from .kernel import KERNEL, claims_kernel, kernel_rule
 from .runtime import UPDATE_TEXT, update_resources
 from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, UNIT_PARTS, UNITS_THAT_MATTER,
-                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, proc_unread,
-                      sudo_trusted, symptom_line, text, unit_action, unit_matters)
+                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, sudo_trusted,
+                      sudo_unverified, symptom_line, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -345,7 +345,7 @@ def _requester_window(src, start, end, pids, problems: list[str], keep) -> None:
         if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
                 and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
             continue
-        keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) or proc_unread(e)
+        keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) or sudo_unverified(e)
              else "forged")
     # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
     # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here

@@ -19,9 +19,8 @@ from datetime import datetime
 from forensics import neighbours
 from forensics.engines import ENGINES
 from forensics.excerpt import excerpt
-from forensics.events import Coverage, Event
-from forensics.timeutil import from_usec, iso_z, parse_iso
-import collectors.journal.damage as damage
+from forensics.events import Event
+from forensics.timeutil import from_usec, iso_z
 from .runtime import update_event
 
 #: caller line; comm and unit are each left out when systemd could not find them. Numbers are bounded
@@ -124,7 +123,8 @@ def log_trusted(e: dict) -> bool:
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
     (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
-    :func:`sudo_trusted` false, and journald read the writer's /proc: an unverifiable one is no claim, :func:`sudo_unverified`), ``"kernel"`` (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
+    :func:`sudo_trusted` false, and not :func:`sudo_unverified`: an unverifiable one claims nothing), ``"kernel"``
+    (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
     write, :func:`collectors.journal.kernel.kernel_trusted` false), ``"kubelet"`` (kept as an
     NVML/probe/symptom/UpdateContainerResources line, :func:`log_trusted` false; the writer's
     SYSLOG_IDENTIFIER when it gave one), or ``None`` for a genuine entry. The ``forged`` rule (set at selection)
@@ -133,7 +133,7 @@ def forged_claim(e: dict, rules: list) -> str | None:
             text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
         return "PID 1"
     if ("requester" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "sudo" \
-            and not sudo_trusted(e) and not proc_unread(e):
+            and not sudo_trusted(e) and not sudo_unverified(e):
         return "sudo"
     if ("kernel" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "kernel" \
             and not kernel_trusted(e):
@@ -307,7 +307,8 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
         ev = event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {excerpt(msg, 160)}",
                    {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence)
         if sudo_unverified(e):  # neither sudo's nor forged: said, never a requester (requester.py wants comm sudo)
-            ev.summary += " (cannot be verified: the process had exited before journald read its /proc)"
+            ev.summary = (f"{ident}[{pid}]: {excerpt(msg, 160)} (cannot be verified: journald recorded none of what "
+                          "it reads of the writer from /proc)")
             ev.flags = ("unverified",)
         out.append(ev)
     if ("nvml" in rules or "symptom" in rules) and (sig := neighbours.match(msg)) and sig[0] != "plugin-registered":
@@ -390,55 +391,31 @@ def boot_events(boots: list, lines: dict, problems: list) -> list[Event]:
     return out
 
 
-def coverage(cov: dict, refused: list[str], problems: list) -> Coverage:
-    """The journal's :class:`Coverage` from coverage.json (``refused``: why nothing was read, when
-    nothing was). A bad coverage.json gives an unknown span, reported in ``problems``."""
-    try:
-        if cov.get("first_usec") is None:
-            why = ": " + "; ".join(refused) if refused else ""
-            return Coverage("journal", None, None, f"no journal entries were collected{why}")
-        start, end = from_usec(cov["first_usec"]), from_usec(cov["last_usec"])
-        start, reason = clipped(cov, start, f"journal holds entries from {iso_z(start)} to {iso_z(end)} only "
-                                "(older entries rotated away or never written)", "collected", "entries")
-        return Coverage("journal", start, end, reason, tuple(damage.holes(cov.get("damaged"), problems)))
-    except (KeyError, TypeError, ValueError, OverflowError, OSError) as e:
-        problems.append({"artifact": "journal/coverage.json", "message": f"unusable: {e!r}"})
-        return Coverage("journal", None, None, "journal coverage unknown: journal/coverage.json is unusable")
-
-
-def clipped(cov: dict, start: datetime, reason: str, verb: str, what: str) -> tuple[datetime, str]:
-    """A span of coverage.json ``cov`` from ``start`` with ``reason``, as ``--since`` and unread files leave it:
-    ``start`` moved up to ``since`` when later ("; <verb> from <since> on (--since)"), and the reason naming the
-    journal files that could not be read ("their <what> are missing")."""
-    if isinstance(cov.get("since"), str) and cov["since"] and parse_iso(cov["since"]) > start:
-        start, reason = parse_iso(cov["since"]), reason + f"; {verb} from {cov['since']} on (--since)"
-    if cov.get("files_failed"):
-        reason += (f"; {cov['files_failed']} of {cov['files_found']} journal files could not be read, "
-                   f"their {what} are missing")
-    return start, reason
-
-
 # -- neighbouring GPU failures and trusted sudo lines (issue 14 item 7) ------------------------------
 #: what journald records as ``_EXE`` for sudo (the C sudo and sudo-rs, installed as sudo)
 SUDO_EXES = ("sudo", "sudo-rs")
 
 
-#: the fields journald reads from ``/proc/PID`` of a line's writer when the line arrives (systemd.journal-fields(7):
-#: ``_COMM``, ``_EXE``, ``_CMDLINE``, ``_CAP_EFFECTIVE``); a writer that has already exited leaves them all out,
-#: while ``_PID`` and ``_UID`` (the socket's credentials) are still there
-PROC_FIELDS = ("_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE")
+#: the fields journald reads about a line's writer from ``/proc/PID`` when the line arrives (journald-context.c
+#: ``client_context_read_*``: comm, exe, cmdline, capabilities, cgroup and the unit, slice, session and owner
+#: under it, audit session and login uid); a writer that has already exited leaves them all out, while ``_PID``,
+#: ``_UID`` and ``_GID`` (the socket's SCM_CREDENTIALS) are still there
+PROC_FIELDS = ("_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE", "_SYSTEMD_CGROUP", "_SYSTEMD_UNIT", "_SYSTEMD_SLICE",
+               "_SYSTEMD_SESSION", "_SYSTEMD_OWNER_UID", "_AUDIT_SESSION", "_AUDIT_LOGINUID")
 
 
 def proc_unread(e: dict) -> bool:
-    """True when journald recorded none of :data:`PROC_FIELDS` for entry ``e``: its writer had exited before
-    journald read ``/proc/PID``, so who wrote it cannot be verified (neither confirmed nor refuted)."""
-    return not any(text(e.get(f)) for f in PROC_FIELDS)
+    """True when entry ``e`` came from a process (``_PID`` recorded) of which journald recorded none of
+    :data:`PROC_FIELDS`: it had exited (or could not be read) when journald looked, so who wrote the line can be
+    neither confirmed nor refuted. A line with no writer process (the kernel's, ``/dev/kmsg``) is not this."""
+    return text(e.get("_PID")).isdigit() and not any(text(e.get(f)) for f in PROC_FIELDS)
 
 
 def sudo_unverified(e: dict) -> bool:
-    """True for a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``) whose writer cannot be verified
-    (:func:`proc_unread`): neither sudo's (:func:`sudo_trusted`) nor a forged one; never a requester's evidence."""
-    return text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and proc_unread(e)
+    """True for a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``), came in as sudo's do (syslog(3):
+    ``_TRANSPORT=syslog``) and whose writer cannot be verified (:func:`proc_unread`): neither sudo's
+    (:func:`sudo_trusted`) nor a forged one (:func:`forged_claim`); never a requester's evidence."""
+    return text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_TRANSPORT")) == "syslog" and proc_unread(e)
 
 
 def sudo_trusted(e: dict) -> bool:

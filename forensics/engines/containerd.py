@@ -46,7 +46,9 @@ def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) 
 
 ENGINE = Engine(
     name="containerd", title="containerd", scope_prefix="cri-containerd",
-    version=Version(("containerd", "--version"), r"containerd \S+ v?(\d\S*)", ("containerd", "containerd.io")),
+    # packages: Debian's, Docker's repository's, and AKS's (moby-containerd)
+    version=Version(("containerd", "--version"), r"containerd \S+ v?(\d\S*)",
+                    ("containerd", "containerd.io", "moby-containerd")),
     cgroup_default={None: ("cgroupfs", "containerd's default (SystemdCgroup is false unless set; containerd "
                                        "docs/cri/config.md: \"containerd and Kubernetes use the legacy cgroupfs "
                                        "driver for managing cgroups by default\")")},

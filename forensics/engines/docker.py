@@ -70,26 +70,35 @@ RUN_WHAT = "Start GPU containers with CDI devices instead of --gpus"
 
 def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[dict]:
     """stacks.md 6: CDI in dockerd (daemon.json ``features.cdi``) unless it is on (set true, or not set on a
-    Docker of :data:`CDI_DEFAULT_ON` or later, by ``version``: the runtime facts' ``{"version", "basis"}``), then
-    ``--device nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
+    Docker of :data:`CDI_DEFAULT_ON` or later, by ``version``: the runtime facts' ``{"version", "basis"}``; a
+    ``cdi-spec-dirs`` of ``[""]`` turns it off either way, moby daemon/daemon.go), then ``--device
+    nvidia.com/gpu=...`` in place of ``--gpus``; never containerd's CRI snippet."""
     out = []
-    new_enough = at_least(version, CDI_DEFAULT_ON)
-    said = {True: "true", False: "false"}.get(d.get("cdi")) or (
-        f"not set, which is on in Docker {version['version']}, on by default from {CDI_DEFAULT_ON}" if new_enough
+    cdi, new_enough, old = d.get("cdi"), at_least(version, CDI_DEFAULT_ON), at_least(version, CDI_MIN_VERSION) is False
+    dirs_off = d.get("cdi_spec_dirs") == [""]
+    said = {True: "true", False: "false"}.get(cdi) or (
+        f"not set, which is on in Docker {version['version']}, on by default from {CDI_DEFAULT_ON} (unless dockerd's "
+        "command line says --feature cdi=false: not read)" if new_enough
         else f"not set, which is off in Docker {version['version']}, on by default only from {CDI_DEFAULT_ON}"
         if new_enough is False else f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})")
-    if d.get("cdi") is not True and not (d.get("cdi") is None and new_enough):
+    said += '; cdi-spec-dirs is [""], which turns CDI off' if dirs_off else ""
+    if (cdi is not True and not (cdi is None and new_enough)) or dirs_off:
         out.append({"what": "Enable CDI in dockerd",
-                    "change": ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker"],
-                    "needs": f"{gate('Docker', CDI_MIN_VERSION, version)}, where features.cdi exists (on by default "
-                             f"from {CDI_DEFAULT_ON}, where this only makes it explicit); NVIDIA Container Toolkit >= 1.15.0",
+                    "change": ["nvidia-ctk runtime configure --runtime=docker --cdi.enabled",
+                               *(['# and take "cdi-spec-dirs": [""] out of /etc/docker/daemon.json'] if dirs_off else []),
+                               "systemctl restart docker"],
+                    "needs": f"{gate('Docker', CDI_MIN_VERSION, version)}, where features.cdi exists"
+                             + (f" (on by default from {CDI_DEFAULT_ON}, where this only makes it explicit)"
+                                if cdi is None and new_enough is None and not dirs_off else "")
+                             + "; NVIDIA Container Toolkit >= 1.15.0",
                     "breaks": None if d.get("live_restore") else "restarting dockerd stops every running container: "
                               "daemon.json does not set live-restore",
                     "why": f"daemon.json features.cdi is {said}"})
     out.append({"what": RUN_WHAT,
                 "change": [RUN, "# then recreate each --gpus container with --device nvidia.com/gpu=<index or UUID> "
                                 "in place of --gpus"],
-                "needs": "the CDI spec and dockerd's CDI support" + (" above" if out else f": features.cdi is {said}"),
+                "needs": "the CDI spec and dockerd's CDI support" + (" above" if out else f": features.cdi is {said}")
+                         + (f"; {gate('Docker', CDI_MIN_VERSION, version)}" if old and not out else ""),
                 "breaks": "the containers are recreated (stopped and started again)",
                 "why": "--gpus goes through the standalone hook, outside the spec (from Docker 29.2 only when "
                        "nvidia-cdi-hook is not on PATH); a CDI device enters linux.devices"})
@@ -99,7 +108,8 @@ def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[di
 ENGINE = Engine(
     name="docker", title="Docker", scope_prefix="docker",   # moby daemon/oci_linux.go scopePrefix
     # dockerd --version: "Docker version 20.10.17, build a89b842"
-    version=Version(("dockerd", "--version"), r"Docker version v?(\d[^,\s]*)", ("docker-ce", "docker.io")),
+    version=Version(("dockerd", "--version"), r"Docker version v?(\d[^,\s]*)",
+                    ("docker-ce", "docker.io", "moby-engine")),  # Docker's repository, Debian's, AKS's
     cgroup_default={2: ("systemd", "Docker's default on cgroup v2 (systemd when native.cgroupdriver is unset and "
                                    f"the host booted with systemd; {_WHY})"),
                     1: ("cgroupfs", f"Docker's default on cgroup v1 (cgroupfs; {_WHY})")},

@@ -23,7 +23,7 @@ def roots_from_cmdline(name: str, argv: list[str], cwd: str | None, where: str) 
 
 ENGINE = Engine(
     name="runc", title="runc", scope_prefix="runc",
-    version=Version(("runc", "--version"), r"runc version (\S+)", ("runc",)),
+    version=Version(("runc", "--version"), r"runc version (\S+)", ("runc", "moby-runc")),
     cgroup_default={None: ("cgroupfs", "runc's default (cgroupfs unless runc runs with --systemd-cgroup; runc(8), "
                                        "runc docs/cgroup-v2.md)")},
     cgroup_setting="runc's --systemd-cgroup flag", scope_decides=False,

@@ -117,7 +117,7 @@ def requester(reload: Event, events: list[Event]) -> dict:
              + _unattended(before, reload) + _bracketing_units(events, reload) + _unit_lines(since_prev + after, reload))
     candidates, seen = [], set()
     for who, why, evs in found + _bracketing_units(events, reload, open_services=True) + _unverified_sudo(since_prev, reload):
-        key = who.get("unit") or (who.get("comm"), who.get("package"), who.get("command"))
+        key = who.get("unit") or (who.get("comm"), who.get("package"), who.get("command"), who.get("pid"))
         if key in seen:
             continue
         seen.add(key)
@@ -231,8 +231,8 @@ def describe_requester(req: dict | None, others: bool = True) -> str:
     if not req or req.get("basis") == "unknown":
         if not rest:
             return "what requested it is unknown (systemd logged no caller and nothing ran just before)"
-        return ("what requested it is unknown (systemd logged no caller and no unit ran just for it); running "
-                f"across it: {_listed(rest)}" if others else "what requested it is unknown")
+        return ("what requested it is unknown (systemd logged no caller, no unit ran just for it and no line that "
+                f"asked for it can be verified); around it: {_listed(rest)}" if others else "what requested it is unknown")
     name = _name(req)
     detail = ", ".join(x for x in [f"PID {req['pid']}" if req.get("pid") else "", req.get("comm") or ""] if x)
     text = f"requested by {name}" + (f" ({detail})" if detail and req.get("unit") else "")
