@@ -163,9 +163,14 @@ def _dpkg_versions(ctx: CollectContext) -> dict:
     return parse_dpkg_status(ctx.writer.dir / art.path)
 
 
+#: the package states (the last word of dpkg's ``Status:``) whose version is the one installed: configured, or
+#: configured but for its triggers (dpkg(1) "installed", "triggers-awaited", "triggers-pending")
+INSTALLED_STATES = (" installed", " triggers-awaited", " triggers-pending")
+
+
 def parse_dpkg_status(path) -> dict:
     """``{package: version}`` for installed :data:`VERSIONED` packages in a dpkg status file
-    (deb822 stanzas: ``Package:``, ``Status: install ok installed``, ``Version:``)."""
+    (deb822 stanzas: ``Package:``, ``Status: install ok installed``, ``Version:``; :data:`INSTALLED_STATES`)."""
     out, pkg, ver, installed = {}, None, None, False
     with open(path, "rb") as f:
         for raw in f:
@@ -178,8 +183,8 @@ def parse_dpkg_status(path) -> dict:
                 pkg = line[9:].strip()
             elif line.startswith("Version: "):
                 ver = line[9:].strip()
-            elif line.startswith("Status: "):
-                installed = line.strip().endswith(" installed")
+            elif line.startswith("Status: "):  # dpkg(1) states: configured, or only its triggers still to run
+                installed = line.strip().endswith(INSTALLED_STATES)
     if pkg in VERSIONED and installed and ver:
         out[pkg] = ver
     return out

@@ -22,23 +22,41 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split(".")) if m else ()
 
 
-def gate(product: str, minimum: str, found: dict | None) -> str:
-    """A remedy's version gate with what this node runs (runtime facts' ``versions`` entry ``found``:
-    ``{"version", "basis"}``, or None when not read): ``"Docker >= 25.0 (this node: 24.0.7, from dockerd
-    --version: below it, upgrade Docker first)"``, ``"Docker >= 25.0 (this node: 27.1.1, from dockerd
-    --version)"``, or ``"Docker >= 25.0 (this node's version was not seen)"``: never a default presented
-    as the node's. Raises nothing."""
-    v = (found or {}).get("version") if isinstance(found, dict) else None
-    if not isinstance(v, str) or not version_tuple(v):
-        return f"{product} >= {minimum} (this node's version was not seen)"
-    said = f"this node: {v}" + (f", from {found['basis']}" if found.get("basis") else "")
-    if version_tuple(v) < version_tuple(minimum):
-        return f"{product} >= {minimum} ({said}: below it, upgrade {product} first)"
-    return f"{product} >= {minimum} ({said})"
+#: a pre-release after the numbers (``28.2.0~rc1``, ``1.7.0-beta.2``, ``v2.0.0-rc.1``): below the release
+_PRE = re.compile(r"(?:\d+:)?v?\d+(?:\.\d+)*[~.+-]?(?:rc|beta|alpha|pre)", re.IGNORECASE)
+
+
+def number(text: str | None) -> str | None:
+    """The dotted numbers of a version as a sentence shows them (``"5:24.0.7-1~debian.12~bookworm"`` ->
+    ``"24.0.7"``: an epoch is no part of the release a person names), ``None`` when it has none."""
+    t = version_tuple(text) if isinstance(text, str) else ()
+    return ".".join(map(str, t)) if t else None
 
 
 def at_least(found: dict | None, minimum: str) -> bool | None:
-    """Whether the version in ``found`` (as :func:`gate`'s) is ``minimum`` or later; None when it was not seen."""
+    """Whether the version in ``found`` (``{"version", "basis"}`` of the runtime facts' ``versions``) is
+    ``minimum`` or later, None when it was not seen. A pre-release of the minimum itself (``28.2.0~rc1`` against
+    ``28.2``) is below it, as dpkg orders them."""
     v = (found or {}).get("version") if isinstance(found, dict) else None
     t = version_tuple(v) if isinstance(v, str) else ()
-    return None if not t else t >= version_tuple(minimum)
+    if not t:
+        return None
+    m = version_tuple(minimum)
+    n = max(len(t), len(m))
+    t, m = t + (0,) * (n - len(t)), m + (0,) * (n - len(m))
+    return t > m or (t == m and not _PRE.match(v.strip()))
+
+
+def gate(product: str, minimum: str, found: dict | None) -> str:
+    """A remedy's version gate with what this node runs (runtime facts' ``versions`` entry ``found``:
+    ``{"version", "basis"}``, or None when not read): ``"Docker >= 25.0 (this node: 24.0.7, read as 5:24.0.7-1~deb12u1
+    from /var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)"``, ``"Docker >= 25.0 (this node:
+    27.1.1, from dockerd --version)"``, or ``"Docker >= 25.0 (this node's version was not seen)"``: never a
+    default presented as the node's. Raises nothing."""
+    ok = at_least(found, minimum)
+    if ok is None:
+        return f"{product} >= {minimum} (this node's version was not seen)"
+    v, basis = found["version"], found.get("basis")
+    said = f"this node: {number(v)}" + (f", read as {v}" if number(v) != v else "") + (
+        (" from " if number(v) != v else ", from ") + basis if basis else "")
+    return f"{product} >= {minimum} ({said}" + ("" if ok else f": below it, upgrade {product} first") + ")"

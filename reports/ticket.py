@@ -197,7 +197,8 @@ def broke_sentence(b: dict | None) -> str:
 def first_commands(a: dict) -> tuple[dict | None, list[str]]:
     """``(the change that fits this node, the commands to run first)``: when the headline's cause is the one the
     exposure assesses (a reload), the plan's fix (:mod:`forensics.findings.remedy_plan`) and its next steps
-    come before the cause's own commands (recreate the pods, the drill); else the cause's commands alone."""
+    come before the cause's own commands (recreate the pods, the drill), each next step's name, needs and breaks as
+    one-line comments above its commands; else the cause's commands alone."""
     h = a.get("headline") or {}
     r, x = h.get("remedy") or {}, a.get("exposure") or {}
     fix = ((x.get("remedy_plan") or {}).get("fix") if x.get("assessed") and h.get("cause")
@@ -205,8 +206,20 @@ def first_commands(a: dict) -> tuple[dict | None, list[str]]:
     cmds = list(r.get("commands") or [])
     if fix:
         steps = [fix] + [t for t in (x.get("remedy_plan") or {}).get("then") or [] if t.get("follows")]
-        cmds = [c for s in steps for c in str(s.get("change") or "").splitlines() if c.strip()] + cmds
+        lines = []
+        for n, step in enumerate(steps):
+            if n:  # a next step's gate and what it breaks stay beside its commands, each a one-line comment
+                lines += [f"# then: {_one_line(step.get('what'))}",
+                          *(f"# {k}: {_one_line(step[k])}" for k in ("needs", "breaks") if step.get(k))]
+            lines += [c for c in str(step.get("change") or "").splitlines() if c.strip()]
+        cmds = lines + cmds
     return fix, cmds
+
+
+def _one_line(text) -> str:
+    """``text`` on one line (every run of whitespace, a newline too, one space): a comment in a block of
+    commands never ends early."""
+    return " ".join(str(text or "").split())
 
 
 def _first_action(out: list, a: dict, f) -> None:
@@ -218,6 +231,7 @@ def _first_action(out: list, a: dict, f) -> None:
     lines = [f.h("What to do first"), f"{e(r.get('what'))}. {e(r.get('why'))}"]
     if fix:
         lines.append(f"On this node ({e(fix.get('stack'))}): {f.b(e(fix.get('what')))}"
+                     + (f". Needs: {e(fix['needs'])}" if fix.get("needs") else "")
                      + (f". Breaks: {e(fix['breaks'])}" if fix.get("breaks") else "") + ".")
     out.append(("first-action", lines + (f.code("\n".join(cmds)) if cmds else []) + [""]))
 

@@ -174,3 +174,27 @@ def test_report_md_gives_the_stack_and_remedies_as_bare_commands(demo, monkeypat
     assert "pauses pod starts" in render.html(a)  # its breaks: in report.html's fold
     cut = (out / "report.md").read_text()
     assert cut.count("```") % 2 == 0  # a ticket cut never leaves a code block open
+
+
+def test_the_first_commands_keep_each_next_steps_gate_and_breakage_beside_its_commands():
+    """The copy-paste block of "What to do first" runs the fix and the steps that follow it: a next step's needs
+    (a version gate the node fails) and what it breaks (a dockerd restart stops every container) are comment
+    lines above its commands, each on one line whatever the value holds (a newline never ends a comment)."""
+    from reports import ticket
+    fix = {"what": "Generate a CDI spec for the GPUs", "stack": "docker + none", "change": "nvidia-ctk cdi generate",
+           "needs": None, "breaks": None}
+    enable = {"what": "Enable CDI in dockerd", "follows": True, "change": "nvidia-ctk runtime configure --runtime="
+              "docker --cdi.enabled\nsystemctl restart docker", "needs": "Docker >= 25.0 (this node: 24.0.7, from "
+              "dockerd --version: below it, upgrade Docker first)", "breaks": "restarting dockerd stops every\nrunning "
+              "container"}
+    other = {"what": "Recreate the containers", "change": "docker rm -f x", "needs": None, "breaks": None}
+    a = {"headline": {"cause": "daemon-reload", "remedy": {"commands": ["gpu-forensics drill"]}},
+         "exposure": {"assessed": True, "assesses": "daemon-reload",
+                      "remedy_plan": {"fix": fix, "then": [enable, other], "others": []}}}
+    got_fix, cmds = ticket.first_commands(a)
+    assert got_fix is fix
+    assert cmds == ["nvidia-ctk cdi generate", "# then: Enable CDI in dockerd",
+                    "# needs: Docker >= 25.0 (this node: 24.0.7, from dockerd --version: below it, upgrade Docker first)",
+                    "# breaks: restarting dockerd stops every running container",
+                    "nvidia-ctk runtime configure --runtime=docker --cdi.enabled", "systemctl restart docker",
+                    "gpu-forensics drill"]

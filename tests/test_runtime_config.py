@@ -448,3 +448,38 @@ def test_engine_versions_are_read_from_their_own_answers_and_else_from_dpkg(tmp_
     assert v["crio"] == {"version": "1.28.1-1.1", "basis": "/var/lib/dpkg/status (cri-o)"}
     assert v["podman"] == {"version": None, "basis": None}
     assert not [a for a in b.artifacts() if a.method == "command"]  # a mounted root: nothing was run
+
+
+def test_enable_cdi_on_a_containerd_without_cdi_and_k3s_own_containerd(tmp_path):
+    """``enable_cdi = true`` in the CRI table of a containerd 1.6 (no CDI before 1.7: the key is ignored) is not
+    CDI on; a k3s node's config is read by k3s's embedded containerd, so a Debian containerd package beside it
+    (another binary) names no default: the config version does, and says the version is unknown."""
+    cri = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+    _, r = collect(host(tmp_path, {"/etc/containerd/config.toml": "version = 2\n" + cri}), tmp_path,
+                   {"containerd": "1.6.20~ds1-1+b1"})
+    c = r.facts["runtime"]["containerd"]
+    assert (c["enable_cdi"], c["enable_cdi_basis"]) == (
+        False, "config sets it, but containerd 1.6.20~ds1-1+b1 has no CDI support (1.7+)")
+    k3s = tmp_path / "k3s"
+    k3s.mkdir()
+    _, r = collect(host(k3s, {"/var/lib/rancher/k3s/agent/etc/containerd/config.toml": "version = 2\n"
+                              '[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:3.6"\n'}), k3s,
+                   {"containerd": "1.6.20~ds1-1+b1"})
+    c = r.facts["runtime"]["containerd"]
+    assert c["files"] == ["/var/lib/rancher/k3s/agent/etc/containerd/config.toml"]
+    assert (c["enable_cdi"], c["enable_cdi_basis"]) == (
+        False, "default for config version 2 (containerd 1.7; 1.6 has no CDI; containerd version unknown)")
+
+
+def test_dpkg_versions_count_a_package_whose_triggers_are_pending_and_never_config_files(tmp_path):
+    """dpkg(1)'s package states: ``installed``, ``triggers-pending`` and ``triggers-awaited`` are configured
+    packages (their version is the one on disk); ``config-files`` and ``not-installed`` are not."""
+    from collectors import node
+    status = tmp_path / "status"
+    status.write_text("".join(
+        f"Package: {p}\nStatus: {s}\nVersion: {v}\nArchitecture: amd64\n\n" for p, s, v in (
+            ("docker-ce", "install ok triggers-pending", "5:27.0.3-1~debian.12~bookworm"),
+            ("containerd.io", "install ok triggers-awaited", "1.7.19-1"), ("runc", "deinstall ok config-files", "1.1.5"),
+            ("podman", "install ok installed", "4.3.1+ds1-8+deb12u1"), ("cri-o", "purge ok not-installed", "1.28.1"))))
+    assert node.parse_dpkg_status(status) == {"docker-ce": "5:27.0.3-1~debian.12~bookworm", "containerd.io": "1.7.19-1",
+                                              "podman": "4.3.1+ds1-8+deb12u1"}

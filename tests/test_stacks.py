@@ -300,10 +300,10 @@ def test_dockers_cdi_gates_are_said_against_the_version_this_node_runs():
     new = {"version": "28.3.2", "basis": "dockerd --version"}
     steps = docker.cdi_steps({"cdi": None}, [], old)
     assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]
-    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 5:24.0.7-1~debian.12~bookworm, from "
+    assert steps[0]["needs"].startswith("Docker >= 25.0 (this node: 24.0.7, read as 5:24.0.7-1~debian.12~bookworm from "
                                         "/var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)")
-    assert steps[0]["why"] == "daemon.json features.cdi is not set, which is off in Docker 5:24.0.7-1~debian.12~bookworm, " \
-                              "on by default only from 28.2"
+    assert steps[0]["why"] == "daemon.json features.cdi is not set, which is off in Docker 24.0.7, on by default only " \
+                              "from 28.2"
     steps = docker.cdi_steps({"cdi": None}, [], new)
     assert [s["what"] for s in steps] == [docker.RUN_WHAT]
     assert steps[0]["needs"] == ("the CDI spec and dockerd's CDI support: features.cdi is not set, which is on in "
@@ -325,5 +325,8 @@ def test_dockers_cdi_gates_are_said_against_the_version_this_node_runs():
     assert steps[0]["why"].endswith('; cdi-spec-dirs is [""], which turns CDI off')
     steps = docker.cdi_steps({"cdi": True}, [], old)
     assert [s["what"] for s in steps] == [docker.RUN_WHAT]
-    assert steps[0]["needs"].endswith("; Docker >= 25.0 (this node: 5:24.0.7-1~debian.12~bookworm, from "
+    assert steps[0]["needs"].endswith("; Docker >= 25.0 (this node: 24.0.7, read as 5:24.0.7-1~debian.12~bookworm from "
                                       "/var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)")
+    # a release candidate of 28.2 is below 28.2, as dpkg orders it: its unset features.cdi is not taken for on
+    steps = docker.cdi_steps({"cdi": None}, [], {"version": "5:28.2.0~rc1-1", "basis": "/var/lib/dpkg/status (docker-ce)"})
+    assert [s["what"] for s in steps] == ["Enable CDI in dockerd", docker.RUN_WHAT]

@@ -53,10 +53,12 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 
 
 #: the rules that keep an entry (``_GF_SELECTED_BY``), in the order :func:`select` applies them
-#: ``forged``: a line that would have been kept as PID 1's or kubelet's by what its writer says
-#: (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
-#: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`):
-#: kept to be shown as a red flag, never as evidence
+#: ``forged``: a line that would have been kept as PID 1's, kubelet's, sudo's or the kernel's by what its writer
+#: says (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
+#: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`,
+#: :func:`~collectors.journal.wording.sudo_trusted`, :func:`~collectors.journal.wording.kernel_trusted`): kept to be
+#: shown as a red flag, never as evidence; a sudo line whose writer journald could not read is kept as
+#: ``requester`` and flagged unverified (:func:`~collectors.journal.wording.sudo_unverified`), neither
 #: ``symptom``: a line of a neighbouring GPU failure (forensics/neighbours.py) from kubelet, containerd,
 #: docker or an NVIDIA unit (create errors, CDI spec generation, a device plugin's back-off), never ``nvml``
 #: ``kernel``: a kernel line that matters (forensics/kmsg.py: Xid, GPU lost, API mismatch, OOM kill, NVRM,

@@ -285,7 +285,11 @@ def _containerd(bundle: Bundle, stored: dict, facts: dict, versions: dict, r: Re
     docs, bad = _tomls(bundle, stored, files, "containerd config", r)
     if not docs or bad:
         return None
-    ctd = _settings(containerd_settings, [d for _, d in docs], versions["containerd"]["version"], files, r)
+    # k3s's and RKE2's config is read by their own embedded containerd: a containerd package's version (or the
+    # containerd on PATH) is another binary's, so their defaults go by the config version alone
+    embedded = str(files[0].get("source") or "").startswith("/var/lib/rancher/")
+    ctd = _settings(containerd_settings, [d for _, d in docs], None if embedded else versions["containerd"]["version"],
+                    files, r)
     if ctd is not None:
         ctd["files"] = [s for s, _ in docs]
     return ctd

@@ -108,9 +108,12 @@ def _cri_runtimes(cri: dict, linux_runtime: str | None) -> tuple[dict, str]:
 
 
 def _enable_cdi(cri: dict, major, containerd_version: str | None, cfgv: int) -> tuple[bool | None, str]:
-    """``(enable_cdi, basis)``: the config's value, else containerd's default for its version (false in 1.7,
-    true from 2.0; 1.6 has no CDI), else the default the config version implies."""
+    """``(enable_cdi, basis)``: the config's value (never true on a containerd older than 1.7, which has no CDI
+    and ignores it), else containerd's default for its version (false in 1.7, true from 2.0; 1.6 has no CDI),
+    else the default the config version implies."""
     cdi = v if isinstance(v := cri.get("enable_cdi"), bool) else None
+    if cdi is True and containerd_version and () < version_tuple(containerd_version) < (1, 7):
+        return False, f"config sets it, but containerd {containerd_version} has no CDI support (1.7+)"
     if cdi is not None:
         return cdi, "config"
     if major:

@@ -7,7 +7,7 @@ cri-dockerd (and dockershim before it) put in the container's labels (stacks.md 
 from __future__ import annotations
 
 from forensics import configdoc as cd
-from forensics.versions import at_least, gate
+from forensics.versions import at_least, gate, number
 from forensics.engines.engine import Cdi, Discovery, Engine, Settings, Version, flag
 
 #: moby daemon/config ``DefaultContainersNamespace``
@@ -77,9 +77,9 @@ def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[di
     cdi, new_enough, old = d.get("cdi"), at_least(version, CDI_DEFAULT_ON), at_least(version, CDI_MIN_VERSION) is False
     dirs_off = d.get("cdi_spec_dirs") == [""]
     said = {True: "true", False: "false"}.get(cdi) or (
-        f"not set, which is on in Docker {version['version']}, on by default from {CDI_DEFAULT_ON} (unless dockerd's "
+        f"not set, which is on in Docker {number(version['version'])}, on by default from {CDI_DEFAULT_ON} (unless dockerd's "
         "command line says --feature cdi=false: not read)" if new_enough
-        else f"not set, which is off in Docker {version['version']}, on by default only from {CDI_DEFAULT_ON}"
+        else f"not set, which is off in Docker {number(version['version'])}, on by default only from {CDI_DEFAULT_ON}"
         if new_enough is False else f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})")
     said += '; cdi-spec-dirs is [""], which turns CDI off' if dirs_off else ""
     if (cdi is not True and not (cdi is None and new_enough)) or dirs_off:
