@@ -228,7 +228,11 @@ def test_crio_with_hooks_d(tmp_path):
     s = "crio + nvidia-device-plugin"
     assert listing(exp) == [("Have the device plugin pass device specs", s, 1),
                             ("Or: have the device plugin request devices through CDI (cdi-cri)", s, 2)]
-    assert "CRI-O >= 1.24 always has it" in exp["remedies"][1]["needs"]
+    # the kubelet's own report of its runtime is the version where no binary or package was read
+    assert st["engine_version"] == {"engine": "crio", "version": "1.29.1",
+                                    "basis": "the Node's containerRuntimeVersion cri-o://1.29.1"}
+    assert ("CDI enabled in the engine first (CRI-O >= 1.24 (this node: 1.29.1, from the Node's containerRuntimeVersion "
+            "cri-o://1.29.1): always on from there)") in exp["remedies"][1]["needs"]
     t = text(exp)  # never containerd's CRI plugin on CRI-O, never the CDI mode while the hooks.d hook is in use
     assert "containerd" not in t and "mode=cdi" not in t
     code_lines_are_commands(exp)

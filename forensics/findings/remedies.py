@@ -92,6 +92,9 @@ def _spec_remedies(st: dict, node: dict, runtime: dict, root: str | None) -> lis
 
 def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[dict]:
     engine, plugin = st.get("engine"), st.get("device_plugin")
+    versions = dict(runtime.get("versions") or {})  # the binaries' and packages' answers, else the Node's report
+    if (rep := st.get("engine_version")) and not (versions.get(rep["engine"]) or {}).get("version"):
+        versions[rep["engine"]] = {"version": rep["version"], "basis": rep["basis"]}
     specs_ok = any(str(s.get("kind") or "").startswith("nvidia.com/") and not s.get("problems")
                    for s in (runtime.get("cdi") or {}).get("specs") or [])
     if plugin == "bottlerocket":
@@ -99,12 +102,12 @@ def _for_stack(st: dict, node: dict, runtime: dict, root: str | None) -> list[di
     if plugin == "gpu-operator":
         return sr.gpu_operator(st, node, {})
     if engine in ENGINES and ENGINES[engine].cdi:  # Docker, Podman: GPU containers started by the engine's command
-        return sr.by_command(ENGINES[engine], st, runtime, specs_ok, root)
-    out = sr.containerd_cdi(st, runtime)
+        return sr.by_command(ENGINES[engine], st, runtime, specs_ok, root, versions)
+    out = sr.containerd_cdi(st, runtime, versions)
     if plugin == "hami":
         plug = sr.hami(st, node, root)
     elif plugin == "nvidia-device-plugin":
-        plug = sr.nvidia_chart(st, node, {"pod": (st.get("plugin_pod") or {}).get("pod")}, root)
+        plug = sr.nvidia_chart(st, node, {"pod": (st.get("plugin_pod") or {}).get("pod")}, root, versions)
     elif engine == "runc" or node["pass_device_specs"] is True:
         plug = []
     else:

@@ -94,10 +94,10 @@ def _vars(rel: str, ns: str) -> list:
     return [(Ev("release", rel, "RELEASE="),), (Ev("namespace", ns, "NAMESPACE="),)]
 
 
-def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
+def containerd_cdi(st: dict, runtime: dict, versions: dict | None = None) -> list[dict]:
     """Enable CDI in containerd's CRI plugin (stacks.md 3 ``nvidia-ctk runtime configure --cdi.enabled``,
     since toolkit v1.15.0; k3s/RKE2 through the ``config.toml.tmpl`` they regenerate config.toml from,
-    stacks.md 8). Only for containerd-based engines, never CRI-O or Docker."""
+    stacks.md 8). Only for containerd-based engines, never CRI-O or Docker. ``versions``: as :func:`nvidia_chart`'s."""
     if st.get("engine") not in ("containerd", "k3s", "rke2") or runtime.get("enable_cdi") is True:
         return []
     why = (f"enable_cdi is {setting(runtime.get('enable_cdi'))} ({(runtime.get('containerd') or {}).get('enable_cdi_basis')}); "
@@ -105,7 +105,7 @@ def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
     if st["engine"] == "containerd":
         return [remedy("Enable CDI in containerd's CRI plugin", label(st),
                        ["nvidia-ctk runtime configure --runtime=containerd --cdi.enabled", "systemctl restart containerd"],
-                       f"{gate('containerd', '1.7', (runtime.get('versions') or {}).get('containerd'))} and NVIDIA "
+                       f"{gate('containerd', '1.7', (versions or {}).get('containerd'))} and NVIDIA "
                        "Container Toolkit >= 1.15.0 (the --cdi.enabled flag)",
                        "restarting containerd pauses pod starts and image pulls for a moment; running containers keep "
                        "running under their shims", why)]
@@ -133,10 +133,11 @@ def containerd_cdi(st: dict, runtime: dict) -> list[dict]:
                    "(stacks.md 8), and plain nvidia-ctk edits /etc/containerd, which it does not read")]
 
 
-def nvidia_chart(st, node, dp, root) -> list[dict]:
+def nvidia_chart(st, node, dp, root, versions: dict | None = None) -> list[dict]:
     """NVIDIA's device plugin chart, or its static manifest (stacks.md 1): device specs through
     ``compatWithCPUManager`` (a bool: the chart renders PASS_DEVICE_SPECS only for a bool, v0.12.0+),
-    and ``deviceListStrategy=cdi-cri`` on a CDI-enabled engine."""
+    and ``deviceListStrategy=cdi-cri`` on a CDI-enabled engine (CRI-O's gate said against ``versions``: the
+    runtime facts' ``versions``, with the Node's report where they have none, forensics/findings/remedies.py)."""
     out = []
     static = str(dp.get("pod") or "").startswith("nvidia-device-plugin-daemonset-")  # deployments/static
     rel, ns, bad = _release(st, "nvidia-device-plugin")
@@ -164,8 +165,9 @@ def nvidia_chart(st, node, dp, root) -> list[dict]:
                                           "--set", Ev("path", root or "/", "nvidiaDriverRoot="))])
         out.append(remedy("Or: have the device plugin request devices through CDI (cdi-cri)", label(st), change,
                           "chart >= v0.15.0 (cdi-cri), Kubernetes >= 1.29 (DevicePluginCDIDevices beta), and CDI enabled "
-                          "in the engine first" + (" (the containerd step above)" if st.get("engine") != "crio"
-                                                   else " (CRI-O >= 1.24 always has it)"),
+                          "in the engine first" + (" (the containerd step above)" if st.get("engine") != "crio" else
+                                                   f" ({gate('CRI-O', '1.24', (versions or {}).get('crio'))}: "
+                                                   "always on from there)"),
                           "the plugin pods restart; pods created before keep their old injection until recreated",
                           f"the strategy is {','.join(node['device_list_strategy'] or []) or 'unknown'}; envvar hands "
                           "GPUs over as NVIDIA_VISIBLE_DEVICES, which keeps them out of the OCI spec (stacks.md 1)"))
@@ -251,14 +253,14 @@ def _cdi_spec(st, root, output: str, why: str) -> dict:
                   "NVIDIA Container Toolkit >= 1.12.0", None, why)
 
 
-def by_command(engine, st, runtime, specs_ok: bool, root) -> list[dict]:
+def by_command(engine, st, runtime, specs_ok: bool, root, versions: dict | None = None) -> list[dict]:
     """An engine that starts GPU containers by its own command (its :attr:`forensics.engines.engine.Engine.cdi`:
     Docker, stacks.md 6; Podman, forensics/engines/podman.py): a CDI spec where none is usable, then the
     engine's own steps, each the next step of the one before."""
     conf = (runtime.get("stack") or {}).get(engine.name) or {}
     out = [] if specs_ok else [_cdi_spec(st, root, "/etc/cdi/nvidia.yaml", engine.cdi.spec_why(conf))]
     return out + [remedy(s["what"], label(st), s["change"], s["needs"], s["breaks"], s["why"], follows=True)
-                  for s in engine.cdi.steps(conf, st.get("hook_users") or [], (runtime.get("versions") or {}).get(engine.name))]
+                  for s in engine.cdi.steps(conf, st.get("hook_users") or [], (versions or {}).get(engine.name))]
 
 
 def toolkit_cdi_mode(st, node, runtime, specs_ok: bool, root) -> list[dict]:

@@ -22,7 +22,7 @@ def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict
     "bottlerocket"|"none"|None, "driver_root": str|None, "plugin_pod": {"namespace", "pod"}|None,
     "hook_users": [str] (what runs the standalone
     hook), "docker": bool, "k3s_templates": [{"path", "directives"}], "k3s_config_dir": str|None,
-    "evidence": [str]}``. ``engine`` is the one the kubelet (or, with no kubelet seen, the GPU
+    "engine_version": {"engine", "version", "basis"}|None (the Node's containerRuntimeVersion), "evidence": [str]}``. ``engine`` is the one the kubelet (or, with no kubelet seen, the GPU
     containers) use; ``None`` when nothing says. Raises nothing for missing keys."""
     runtime, kube, dp = runtime or {}, kube or {}, dp or {}
     st = runtime.get("stack") or {}
@@ -40,7 +40,17 @@ def recognise(runtime: dict, containers: list[dict], dp: dict | None, kube: dict
             "hook_users": hooks, "docker": "docker" in engines,
             "k3s_templates": (rancher or {}).get("templates") or [],
             "k3s_config_dir": f"/var/lib/rancher/{engine}/agent/etc/containerd" if rancher else None,
-            "evidence": ev}
+            "engine_version": _reported_version(kube), "evidence": ev}
+
+
+def _reported_version(kube: dict) -> dict | None:
+    """``{"engine", "version", "basis"}`` of the engine the Node reports (``status.nodeInfo.containerRuntimeVersion``,
+    ``cri-o://1.29.1``: the kubelet's own answer of the runtime it talks to), None when it reports none known."""
+    ver = str((kube.get("node") or {}).get("container_runtime_version") or "")
+    for n, e in ENGINES.items():
+        if e.cri_runtime and ver.startswith(e.cri_runtime) and ver[len(e.cri_runtime):]:
+            return {"engine": n, "version": ver[len(e.cri_runtime):], "basis": f"the Node's containerRuntimeVersion {ver}"}
+    return None
 
 
 def _engines(runtime, st, containers, kube, ev) -> tuple[list[str], str | None]:
