@@ -207,14 +207,15 @@ def _proc_roots(root, roots: Roots, expired) -> None:
         while argv and argv[-1] == "":
             argv.pop()
         name = argv[0].rsplit("/", 1)[-1] if argv else ""
-        if not _claims(name):
+        claims = _claims(name)
+        if not claims:
             continue
         why = untrusted(root, pid, name)
         if why:
             roots.ignored.append(f"/proc/{pid} ({ascii(name)[1:-1]}): {why}; no root learnt from it")
             continue
         cwd = None
-        if any(_named(name, c) for e, _ in _claims(name) for c in e.discovery.cwd_of):  # a shim's: its task's bundle
+        if any(_named(name, c) for e, _ in claims for c in e.discovery.cwd_of):  # a shim's: its task's bundle
             try:
                 cwd = hostfs.readlink(root, f"/proc/{pid}/cwd")
             except OSError:

@@ -367,8 +367,7 @@ def read(bundle, node) -> Reading:
         at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
-        if rules == ["forged"] and w.text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and (
-                w.sudo_trusted(e) or w.sudo_unverified(e)):
+        if rules == ["forged"] and w.sudo_verdict(e) in ("sudo", "unverified"):
             rules = ["requester"]  # a sudo line an older collector took for forged (_UID, not its caps; or unverifiable)
         forged = w.forged_claim(e, rules)
         if "pid1" in rules and not forged:  # a forged one is a journal.forged event

@@ -24,8 +24,8 @@ from forensics import kmsg, neighbours
 from .kernel import KERNEL, claims_kernel, kernel_rule
 from .runtime import UPDATE_TEXT, update_resources
 from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, UNIT_PARTS, UNITS_THAT_MATTER,
-                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, sudo_trusted,
-                      sudo_unverified, symptom_line, text, unit_action, unit_matters)
+                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, sudo_verdict,
+                      symptom_line, text, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -56,9 +56,9 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 #: ``forged``: a line that would have been kept as PID 1's, kubelet's, sudo's or the kernel's by what its writer
 #: says (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
 #: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`,
-#: :func:`~collectors.journal.wording.sudo_trusted`, :func:`~collectors.journal.wording.kernel_trusted`): kept to be
+#: :func:`~collectors.journal.wording.sudo_verdict`, :func:`~collectors.journal.wording.kernel_trusted`): kept to be
 #: shown as a red flag, never as evidence; a sudo line whose writer journald could not read is kept as
-#: ``requester`` and flagged unverified (:func:`~collectors.journal.wording.sudo_unverified`), neither
+#: ``requester`` and flagged unverified (:func:`~collectors.journal.wording.sudo_verdict`), neither
 #: ``symptom``: a line of a neighbouring GPU failure (forensics/neighbours.py) from kubelet, containerd,
 #: docker or an NVIDIA unit (create errors, CDI spec generation, a device plugin's back-off), never ``nvml``
 #: ``kernel``: a kernel line that matters (forensics/kmsg.py: Xid, GPU lost, API mismatch, OOM kill, NVRM,
@@ -347,8 +347,7 @@ def _requester_window(src, start, end, pids, problems: list[str], keep) -> None:
         if text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_PID")) not in map(str, pids) \
                 and "systemctl" not in text(e.get("MESSAGE")).partition("COMMAND=")[2]:
             continue
-        keep("requester" if text(e.get("SYSLOG_IDENTIFIER")) != "sudo" or sudo_trusted(e) or sudo_unverified(e)
-             else "forged")
+        keep("forged" if sudo_verdict(e) == "forged" else "requester")
     # on systemd <= 252 no caller is logged: any unit whose run brackets the reload may have asked for
     # it (a systemd-run service, a timer's service, a session scope), so every unit's lines are kept here
     for e in _scan_all(src.scan(PID1, start, end), problems, "unit lines around a reload"):

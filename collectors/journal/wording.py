@@ -123,7 +123,7 @@ def log_trusted(e: dict) -> bool:
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
     (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
-    :func:`sudo_trusted` false, and not :func:`sudo_unverified`: an unverifiable one claims nothing), ``"kernel"``
+    :func:`sudo_verdict` ``"forged"``: an unverifiable one claims nothing), ``"kernel"``
     (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
     write, :func:`collectors.journal.kernel.kernel_trusted` false), ``"kubelet"`` (kept as an
     NVML/probe/symptom/UpdateContainerResources line, :func:`log_trusted` false; the writer's
@@ -132,8 +132,7 @@ def forged_claim(e: dict, rules: list) -> str | None:
     if ("pid1" in rules or "unit" in rules or "forged" in rules) and (
             text(e.get("SYSLOG_IDENTIFIER")) == "systemd" or text(e.get("_PID")) == "1") and not pid1_trusted(e):
         return "PID 1"
-    if ("requester" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "sudo" \
-            and not sudo_trusted(e) and not sudo_unverified(e):
+    if ("requester" in rules or "forged" in rules) and sudo_verdict(e) == "forged":
         return "sudo"
     if ("kernel" in rules or "forged" in rules) and text(e.get("SYSLOG_IDENTIFIER")) == "kernel" \
             and not kernel_trusted(e):
@@ -306,7 +305,7 @@ def entry_events(at: datetime, e: dict, rules: list, evidence: dict) -> list[Eve
         pid, comm = _int(e.get("_PID")), text(e.get("_COMM")) or None
         ev = event(at, "journal.requester", f"{ident or comm}[{pid}] ({unit}): {excerpt(msg, 160)}",
                    {"pid": pid, "comm": comm, "unit": unit, "identifier": ident, "message": msg}, evidence)
-        if sudo_unverified(e):  # neither sudo's nor forged: said, never a requester (requester.py wants comm sudo)
+        if sudo_verdict(e) == "unverified":  # neither sudo's nor forged: said, never a requester (requester.py wants comm sudo)
             ev.summary = (f"{ident}[{pid}]: {excerpt(msg, 160)} (cannot be verified: journald recorded none of what "
                           "it reads of the writer from /proc)")
             ev.flags = ("unverified",)
@@ -416,6 +415,16 @@ def sudo_unverified(e: dict) -> bool:
     ``_TRANSPORT=syslog``) and whose writer cannot be verified (:func:`proc_unread`): neither sudo's
     (:func:`sudo_trusted`) nor a forged one (:func:`forged_claim`); never a requester's evidence."""
     return text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_TRANSPORT")) == "syslog" and proc_unread(e)
+
+
+def sudo_verdict(e: dict) -> str | None:
+    """The one verdict on a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``): ``"sudo"`` when journald's
+    trusted fields say sudo wrote it (:func:`sudo_trusted`), ``"unverified"`` when its writer cannot be checked
+    (:func:`sudo_unverified`), else ``"forged"``; ``None`` for a line that does not say it is sudo's. Selection
+    (the requester window), older bundles' ``forged`` rule and :func:`forged_claim` all read this."""
+    if text(e.get("SYSLOG_IDENTIFIER")) != "sudo":
+        return None
+    return "sudo" if sudo_trusted(e) else "unverified" if sudo_unverified(e) else "forged"
 
 
 def sudo_trusted(e: dict) -> bool:

@@ -15,7 +15,7 @@ import posixpath
 import yaml
 
 from forensics import configdoc as cd
-from forensics.versions import version_tuple
+from forensics.versions import at_least, version_tuple
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  #: CDI SPEC.md spec directories: containerd's and the toolkit's default
 #: where each config version keeps the CRI runtime settings (containerd docs/cri/config.md)
@@ -112,14 +112,15 @@ def _enable_cdi(cri: dict, major, containerd_version: str | None, cfgv: int) -> 
     and ignores it), else containerd's default for its version (false in 1.7, true from 2.0; 1.6 has no CDI),
     else the default the config version implies."""
     cdi = v if isinstance(v := cri.get("enable_cdi"), bool) else None
-    if cdi is True and containerd_version and () < version_tuple(containerd_version) < (1, 7):
+    has_cdi = at_least({"version": containerd_version}, "1.7")  # None when the version was not seen
+    if cdi is True and has_cdi is False:
         return False, f"config sets it, but containerd {containerd_version} has no CDI support (1.7+)"
     if cdi is not None:
         return cdi, "config"
     if major:
         cdi = major[0] >= 2
         return cdi, f"default for containerd {containerd_version}" + (
-            "" if cdi or version_tuple(containerd_version) >= (1, 7) else " (no CDI support before 1.7)")
+            "" if cdi or has_cdi else " (no CDI support before 1.7)")
     return cfgv >= 3, (f"default for config version {cfgv} (containerd {'2.x' if cfgv >= 3 else '1.7; 1.6 has no CDI'};"
                        " containerd version unknown)")
 

@@ -76,11 +76,15 @@ def cdi_steps(d: dict, hook_users: list, version: dict | None = None) -> list[di
     out = []
     cdi, new_enough, old = d.get("cdi"), at_least(version, CDI_DEFAULT_ON), at_least(version, CDI_MIN_VERSION) is False
     dirs_off = d.get("cdi_spec_dirs") == [""]
-    said = {True: "true", False: "false"}.get(cdi) or (
-        f"not set, which is on in Docker {number(version['version'])}, on by default from {CDI_DEFAULT_ON} (unless dockerd's "
-        "command line says --feature cdi=false: not read)" if new_enough
-        else f"not set, which is off in Docker {number(version['version'])}, on by default only from {CDI_DEFAULT_ON}"
-        if new_enough is False else f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})")
+    if cdi is not None:
+        said = "true" if cdi else "false"
+    elif new_enough:
+        said = (f"not set, which is on in Docker {number(version['version'])}, on by default from {CDI_DEFAULT_ON} "
+                "(unless dockerd's command line says --feature cdi=false: not read)")
+    elif new_enough is False:
+        said = f"not set, which is off in Docker {number(version['version'])}, on by default only from {CDI_DEFAULT_ON}"
+    else:
+        said = f"not set (off before Docker {CDI_DEFAULT_ON}, on from {CDI_DEFAULT_ON})"
     said += '; cdi-spec-dirs is [""], which turns CDI off' if dirs_off else ""
     if (cdi is not True and not (cdi is None and new_enough)) or dirs_off:
         out.append({"what": "Enable CDI in dockerd",
