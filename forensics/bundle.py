@@ -111,6 +111,7 @@ class Bundle:
         except (ValueError, RecursionError) as e:
             raise invalid(p, f"manifest.json is not valid JSON: {shown(e)}") from None
         check_manifest(manifest, p, SCHEMA)
+        share_record_text(manifest["artifacts"])
         return cls(root=root, manifest=manifest, source=p, _tmp=tmp, manifest_sha256=hashlib.sha256(raw).hexdigest(),
                    files=files, problems=problems)
 
@@ -216,6 +217,25 @@ def verify(path: "str | os.PathLike | Bundle") -> list[str]:
 
 #: strings up to this many characters are interned by :func:`shared_strings` (names, paths, flags; not messages)
 SHARED_MAX = 64
+
+
+#: the artifact records' keys whose text repeats from record to record (a status, a method, an errno's message)
+_REPEATED = ("status", "method", "message")
+
+
+def share_record_text(records: list) -> None:
+    """In place, one copy of each text that repeats across the manifest's artifact ``records`` (checked
+    dicts): their :data:`_REPEATED` values and their notes (a redaction rule's note is the same sentence on
+    thousands of a busy node's records; the parser makes a new string for each). The values are equal, so
+    nothing a reader or ``self_sha256`` sees changes; a local memo, not :func:`sys.intern`, so that a
+    unique path is not kept in the interpreter's table. Raises nothing."""
+    memo: dict = {}
+    for r in records:
+        for k in _REPEATED:
+            if isinstance(v := r.get(k), str):
+                r[k] = memo.setdefault(v, v)
+        if isinstance(notes := r.get("notes"), list):
+            notes[:] = [memo.setdefault(n, n) if isinstance(n, str) else n for n in notes]
 
 
 def shared_strings(v):

@@ -33,7 +33,7 @@ from matplotlib.patches import Patch, Rectangle  # noqa: E402
 from forensics.excerpt import cut  # noqa: E402
 
 from .charttime import offset, tzlabel, when  # noqa: E402
-from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, place_rows, style  # noqa: E402
+from .styles import GAP_WORDING, LANES, LOOKS, OPTIONAL_LANES, RELOAD, gap_lanes, place_rows, style_of  # noqa: E402
 from .svginline import inline  # noqa: E402
 from .textwidth import SMALL, width_pt  # noqa: E402
 
@@ -67,7 +67,7 @@ class _Ctx:
     tzlabel: str
     width_in: float = WIDTH_IN                     # the figure's width, inches
     lanes: tuple = LANES                           # the lanes drawn, top to bottom
-    events: list = field(default_factory=list)     # (datetime UTC, lane, styles.Look, entry)
+    events: list = field(default_factory=list)     # (datetime UTC, lane, styles.Look, {at, attrs} of a reload)
     by_kind: dict = field(default_factory=dict)    # look -> its events, in timeline order
     kind_times: dict = field(default_factory=dict)  # look -> their times, when in time order
     windows: list = field(default_factory=list)    # (id, label, start, end)
@@ -87,27 +87,39 @@ def timeline_svg(a: dict, *, element_id: str = "timeline-chart", width_in: float
     most ~920 px; ``width_in`` inches at 96 px each: :data:`PHONE_WIDTH_IN` draws the phone's
     picture, with shorter titles, fewer ticks and a two-column legend). Never raises on a valid analysis
     dict, including one with no incident, no event or a single event; entries whose time does not parse
-    are left out.
+    are left out. The text of :func:`timeline_svg_utf8`.
     """
-    with io.BytesIO() as buf:  # UTF-8: a third of what a StringIO holds while a busy node's picture is written
+    return timeline_svg_utf8(a, element_id=element_id, width_in=width_in).decode("utf-8")
+
+
+def timeline_svg_utf8(a: dict, *, element_id: str = "timeline-chart", width_in: float = WIDTH_IN,
+                      ctx: "_Ctx | None" = None) -> bytes:
+    """:func:`timeline_svg` in UTF-8, as matplotlib wrote it: never held as a ``str`` (a busy node's picture
+    is a megabyte, and its quotes would make a ``str`` of it two bytes a character). ``ctx``: what
+    :func:`_context` made of ``a`` already (then ``a`` needs only its ``node`` and ``collected_at``)."""
+    with io.BytesIO() as buf:
         with matplotlib.rc_context(_RC):
-            _figure(a, width_in).savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-        svg = buf.getvalue().decode("utf-8")
+            _figure(a, width_in, ctx).savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+        svg = buf.getvalue()
     return inline(svg, element_id, f"Evidence timeline of {_txt(a.get('node') or 'the node', 80)}")
 
 
 def figures(a: dict) -> str:
     """The two pictures report.html holds: :func:`timeline_svg` for a desktop or paper (``id``
     ``timeline-chart``) and for a phone (``timeline-chart-phone``, :data:`PHONE_WIDTH_IN` wide); the
-    page's CSS shows one of them. The same text as :func:`figure_parts` joined."""
-    return "".join(figure_parts(a))
+    page's CSS shows one of them. The text of :func:`figure_parts` joined."""
+    return b"".join(figure_parts(a)).decode("utf-8")
 
 
 def figure_parts(a: dict):
-    """:func:`figures` one picture at a time (a generator of two strings): the second is drawn once the
-    first is taken."""
-    yield timeline_svg(a)
-    yield timeline_svg(a, element_id="timeline-chart-phone", width_in=PHONE_WIDTH_IN)
+    """:func:`figures` one picture at a time, in UTF-8 (a generator of two ``bytes``): the second is drawn
+    once the first is taken. What both draw is read from ``a`` once, before either is drawn, and the
+    generator keeps no other reference to ``a`` (the chart's child hands it the only one: its timeline is
+    freed before matplotlib draws)."""
+    ctx, head = _context(a), {"node": a.get("node"), "collected_at": a.get("collected_at")}
+    del a
+    yield timeline_svg_utf8(head, ctx=ctx)
+    yield timeline_svg_utf8(head, element_id="timeline-chart-phone", width_in=PHONE_WIDTH_IN, ctx=ctx)
 
 
 def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
@@ -120,10 +132,10 @@ def write_png(a: dict, path: Path | str, dpi: int = 100) -> Path:
 
 # -- the model: what to draw, from the JSON ---------------------------------------------------------
 
-def _figure(a: dict, width_in: float = WIDTH_IN) -> Figure:
+def _figure(a: dict, width_in: float = WIDTH_IN, ctx: "_Ctx | None" = None) -> Figure:
     global _GIDS
     _GIDS = itertools.count()  # the same analysis gives the same picture, ids too
-    ctx = _context(a)
+    ctx = ctx or _context(a)
     ctx.width_in = width_in
     phone = width_in < WIDTH_IN
     times = [t for t, *_ in ctx.events] + [t for _, _, s, e in ctx.windows for t in (s, e)]
@@ -180,9 +192,10 @@ def _context(a: dict) -> _Ctx:
             if t and rb:  # a cause that names who asked for it (a reload's requester)
                 ctx.requesters[t] = rb
     for e in a.get("timeline") or []:
-        t, st = when(e.get("at")), style(e)
-        if t and st:
-            ctx.events.append((t, *st, e))
+        at, kind, attrs = (e.get("at"), e.get("kind"), e.get("attrs")) if isinstance(e, dict) else (*e, None)[:3]
+        t, st = when(at), style_of(str(kind or ""), attrs if isinstance(attrs, dict) else None)
+        if t and st:  # only a reload's entry is read again (its requester, _requester)
+            ctx.events.append((t, *st, {"at": at, "attrs": attrs} if st[1] == RELOAD else None))
     # an optional lane is drawn when an event falls in it, or a source of it left a gap (no kernel log)
     drawn = {lane for _, lane, *_ in ctx.events} | {lane for g in a.get("gaps") or []
                                                     for lane in gap_lanes(str(g.get("source") or ""))}

@@ -44,12 +44,26 @@ _ATTR_KINDS = ("journal.reload", "container.probe")
 def chart_input(a: dict) -> dict:
     """What :func:`reports.chart.timeline_svg` reads of the analysis ``a``: its ``node``,
     ``collected_at``, ``timezone``, ``incidents`` and ``gaps`` as they are, and of ``timeline`` only the
-    entries drawn as markers (:func:`reports.styles.style` not ``None``), each as ``at``, ``kind`` and,
-    for the kinds in :data:`_ATTR_KINDS`, ``attrs``. ``timeline_svg`` draws the same picture from it."""
+    entries drawn as markers (:func:`reports.styles.style` not ``None``), each as a tuple ``(at, kind)``, or
+    ``(at, kind, attrs)`` for the kinds in :data:`_ATTR_KINDS`; an entry of the same time and kind as one
+    before it at that time, and without attrs, is left out (its marker would be drawn on the first one's). ``timeline_svg``
+    draws the same picture from it (issue 30: a tuple is a quarter of a dict, in the pipe and in the child)."""
     from .styles import style
-    timeline = [{"at": e.get("at"), "kind": e.get("kind"),
-                 **({"attrs": e.get("attrs")} if e.get("kind") in _ATTR_KINDS else {})}
-                for e in a.get("timeline") or [] if style(e)]
+    timeline, now, seen = [], None, set()  # the kinds seen at time ``now`` (the timeline is in time order)
+    for e in a.get("timeline") or []:
+        if not style(e):
+            continue
+        at, kind = e.get("at"), e.get("kind")
+        if kind in _ATTR_KINDS:
+            timeline.append((at, kind, e.get("attrs")))
+            continue
+        if at != now:
+            now, seen = at, set()
+        if isinstance(kind, str):
+            if kind in seen:
+                continue
+            seen.add(kind)
+        timeline.append((at, kind))
     return {"node": a.get("node"), "collected_at": a.get("collected_at"), "timezone": a.get("timezone"),
             "incidents": a.get("incidents"), "gaps": a.get("gaps"), "timeline": timeline}
 
@@ -95,10 +109,6 @@ def _write_within(fd: int, data: bytes, deadline: float | None = None) -> None:
             continue
 
 
-def _frame(data: bytes) -> bytes:
-    return struct.pack("!Q", len(data)) + data
-
-
 def _read_frame(fd: int, deadline: float | None = None) -> bytearray | None:
     head = _read_exact(fd, 8, deadline)
     return None if head is None else _read_exact(fd, struct.unpack("!Q", head)[0], deadline)
@@ -139,8 +149,9 @@ class ChartChild:
             return
         self._sent = True
         try:
-            _write_within(self._to, _frame(pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL)),
-                          time.monotonic() + WAIT_S)
+            data, deadline = pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL), time.monotonic() + WAIT_S
+            _write_within(self._to, struct.pack("!Q", len(data)), deadline)  # the frame, without a copy of data
+            _write_within(self._to, data, deadline)
         except (OSError, TimeoutError):  # the child is gone or stuck: svg_utf8() draws in-process
             self.close()
         else:
@@ -163,8 +174,8 @@ class ChartChild:
         if answer and answer[:1] == b"0":
             self.from_child = True
             return memoryview(answer)[1:]
-        from .chart import figures  # matplotlib is imported here only when the child gave no picture
-        return figures(a).encode("utf-8")
+        from .chart import figure_parts  # matplotlib is imported here only when the child gave no picture
+        return b"".join(figure_parts(a))
 
     def close(self) -> None:
         """End the child (if it still runs) and reap it; idempotent."""
@@ -209,9 +220,10 @@ def _serve() -> int:
     try:
         if figure_parts is None:
             raise ImportError("reports.chart")
-        parts = [b"0"]
-        for svg in figure_parts(pickle.loads(data)):  # each picture kept as UTF-8 only
-            parts.append(svg.encode("utf-8"))
+        parts, pictures = [b"0"], figure_parts(pickle.loads(data))  # the pictures' generator holds the only reference
+        del data
+        for svg in pictures:  # each picture kept as UTF-8 only
+            parts.append(svg)
             del svg
             gc.collect()  # the drawn figure's cycles, before the next is drawn in their place
     except Exception:

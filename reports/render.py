@@ -134,10 +134,16 @@ class _Pending:
 _PLACE = "<!--chart: drawn in another process-->"
 
 
+#: characters of the page after the picture joined and encoded at a time while it waits for the picture (a
+#: piece is held three times meanwhile: its chunks, their join, two bytes a character beyond Latin-1, and
+#: its UTF-8; a megabyte was the peak of writing a busy node's report, issue 30)
+SPILL_PIECE = 1 << 18
+
+
 def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None,
                  spill: Path | None = None) -> Iterator[str]:
     """``parts`` with the picture from ``chart.svg_utf8(a)`` where :data:`_PLACE` is; what follows it is
-    rendered before the picture is asked for, and kept in pieces of about 1 MB, as UTF-8: in memory, or
+    rendered before the picture is asked for, and kept in pieces of about :data:`SPILL_PIECE` characters, as UTF-8: in memory, or
     with ``spill`` (a directory) in an unnamed temporary file there, read back after the picture. The
     picture and that end are yielded as UTF-8 bytes (:func:`_put` writes them as they are)."""
     for chunk in parts:
@@ -151,7 +157,7 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
         for chunk in parts:
             piece.append(chunk)
             size += len(chunk)
-            if size >= 1 << 20:
+            if size >= SPILL_PIECE:
                 rest.write("".join(piece).encode("utf-8"))
                 piece, size = [], 0
         rest.write("".join(piece).encode("utf-8"))
@@ -160,7 +166,7 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
             meanwhile()
         yield chart.svg_utf8(a)
         rest.seek(0)
-        while block := rest.read(1 << 20):
+        while block := rest.read(SPILL_PIECE):
             yield block
 
 

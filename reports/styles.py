@@ -113,10 +113,14 @@ STYLES: dict[str, tuple[str, Look] | None] = {
 def style(entry: dict) -> tuple[str, Look] | None:
     """``(lane, look)`` of one ``timeline[]`` entry, or ``None`` when it is not drawn as a marker
     (an incident bound, or a kind this table does not know)."""
-    kind = entry.get("kind") or ""
+    return style_of(entry.get("kind") or "", entry.get("attrs"))
+
+
+def style_of(kind: str, attrs: dict | None) -> tuple[str, Look] | None:
+    """:func:`style` of an entry of ``kind`` with ``attrs`` (a probe's result picks its look)."""
     s = STYLES.get(kind)
     if s and kind == "container.probe":
-        vals = {str(v) for v in (entry.get("attrs") or {}).values()}
+        vals = {str(v) for v in (attrs or {}).values()}
         return (s[0], PROBE_FAILED) if vals & set(PROBE_ERRORS) else s
     return s
 

@@ -1,6 +1,10 @@
 """Making matplotlib's SVG document fit inside report.html (reports/chart.py draws it): no prolog, doctype
 or metadata, ids prefixed with the picture's id, the stroke style scoped to it, clip ids numbered, and a
 width that follows the container.
+
+The document is rewritten as UTF-8 bytes, never as a ``str``: a picture that holds one character outside
+Latin-1 (the zoomed panels' quotes, a ``×`` count) would be a ``str`` of two bytes a character, and each
+rewrite below makes a copy (issue 30: a busy node's picture is a megabyte).
 """
 from __future__ import annotations
 
@@ -8,62 +12,72 @@ import html
 import re
 
 
-def inline(svg: str, element_id: str, title: str) -> str:
-    """``svg`` (matplotlib's SVG document) as an ``<svg id=element_id role="img">`` element titled ``title``
-    (escaped), its ids prefixed with ``element_id`` (its characters outside ``[A-Za-z0-9_-]`` dropped).
-    Raises ``ValueError`` when ``svg`` holds no ``<svg`` element."""
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
-    p = re.sub(r"[^A-Za-z0-9_-]", "", element_id) or "chart"
+def inline(svg: bytes, element_id: str, title: str) -> bytes:
+    """``svg`` (matplotlib's SVG document, UTF-8) as an ``<svg id=element_id role="img">`` element titled
+    ``title`` (escaped), its ids prefixed with ``element_id`` (its characters outside ``[A-Za-z0-9_-]``
+    dropped), in UTF-8. Raises ``ValueError`` when ``svg`` holds no ``<svg`` element."""
+    svg = svg[svg.index(b"<svg"):]
+    svg = re.sub(rb"<metadata>.*?</metadata>\s*", b"", svg, flags=re.S)
+    p = (re.sub(r"[^A-Za-z0-9_-]", "", element_id) or "chart").encode("ascii")
     svg = _prefix_ids(svg, p)
-    svg = svg.replace('xlink:href="#', f'xlink:href="#{p}-').replace("url(#", f"url(#{p}-")
-    svg = svg.replace("*{stroke-linejoin", f"#{p} *{{stroke-linejoin", 1)
+    svg = svg.replace(b'xlink:href="#', b'xlink:href="#' + p + b"-").replace(b"url(#", b"url(#" + p + b"-")
+    svg = svg.replace(b"*{stroke-linejoin", b"#" + p + b" *{stroke-linejoin", 1)
     # clip ids hash unrounded bounds, which the layout moves in the last bits between runs: number them
     svg = _number_clips(svg, p)
-    m = re.match(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    m = re.match(rb'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
     max_px = round(float(m.group(2)) * 4 / 3) if m else 1000
-    svg = re.sub(r'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'
-                 'display:block"', svg, count=1)
-    head = svg.index(">") + 1
-    return (svg[:4] + f' id="{p}" role="img" aria-label="{html.escape(title)}"' + svg[4:head]
-            + f"\n <title>{html.escape(title)}</title>" + svg[head:]).strip() + "\n"
+    svg = re.sub(rb'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'
+                 'display:block"'.encode("ascii"), svg, count=1)
+    head = svg.index(b">") + 1
+    label = html.escape(title).encode("utf-8")
+    return (svg[:4] + b' id="' + p + b'" role="img" aria-label="' + label + b'"' + svg[4:head]
+            + b"\n <title>" + label + b"</title>" + svg[head:]).strip() + b"\n"
 
 
-# The two rewrites below do what re.sub(r'\bid="', ...) and re.sub(rf"\b{p}-p[0-9a-f]{{10}}\b", ...) did,
-# with str.find instead of a pattern tried at each of the ~1.4 million positions of a busy node's picture
-# (0.3 s of the L bench's 1 s chart). \b is re's word boundary: a word character (str.isalnum or "_") on
-# exactly one side.
+# The two rewrites below do what re.sub(r'\bid="', ...) and re.sub(rf"\b{p}-p[0-9a-f]{{10}}\b", ...) did on
+# the text, with bytes.find instead of a pattern tried at each of the ~1.4 million positions of a busy node's
+# picture (0.3 s of the L bench's 1 s chart). \b is re's word boundary in text: a word character
+# (str.isalnum or "_") on exactly one side; a character outside ASCII is decoded to be asked.
 
-def _word(s: str, i: int) -> bool:
-    return 0 <= i < len(s) and (s[i].isalnum() or s[i] == "_")
+def _word(s: bytes, i: int) -> bool:
+    """Whether the character whose UTF-8 encoding holds byte ``i`` of ``s`` is a word character."""
+    if not 0 <= i < len(s):
+        return False
+    if s[i] < 0x80:
+        return chr(s[i]).isalnum() or s[i] == 0x5F
+    start = i
+    while start > 0 and 0x80 <= s[start] < 0xC0 and i - start < 3:  # back to the character's lead byte
+        start -= 1
+    ch = s[start:start + 4].decode("utf-8", "ignore")[:1]
+    return bool(ch) and (ch.isalnum() or ch == "_")
 
 
-def _boundary(s: str, i: int) -> bool:
+def _boundary(s: bytes, i: int) -> bool:
     return _word(s, i - 1) != _word(s, i)
 
 
-def _prefix_ids(svg: str, p: str) -> str:
+def _prefix_ids(svg: bytes, p: bytes) -> bytes:
     """Every ``id="`` that starts a word gets ``p-`` after its quote."""
-    parts = svg.split('id="')
+    parts = svg.split(b'id="')
     out = [parts[0]]
     for prev, part in zip(parts, parts[1:]):  # an empty ``prev`` follows the quote of the id=" before it
-        out.append(('id="' if prev[-1:] and _word(prev, len(prev) - 1) else f'id="{p}-') + part)
-    return "".join(out)
+        out.append((b'id="' if prev[-1:] and _word(prev, len(prev) - 1) else b'id="' + p + b"-") + part)
+    return b"".join(out)
 
 
-_HEX = frozenset("0123456789abcdef")
+_HEX = frozenset(b"0123456789abcdef")
 
 
-def _number_clips(svg: str, p: str) -> str:
+def _number_clips(svg: bytes, p: bytes) -> bytes:
     """Each ``p-p`` + 10 hex digits (a whole word) becomes ``p-clipN``, N in order of first appearance."""
-    key, clips, out, pos = f"{p}-p", {}, [], 0
+    key, clips, out, pos = p + b"-p", {}, [], 0
     i = svg.find(key)
     while i >= 0:
         j = i + len(key) + 10
         if _boundary(svg, i) and _boundary(svg, j) and len(svg) >= j and _HEX.issuperset(svg[i + len(key):j]):
-            out += [svg[pos:i], clips.setdefault(svg[i:j], f"{p}-clip{len(clips)}")]
+            out += [svg[pos:i], clips.setdefault(svg[i:j], p + b"-clip" + str(len(clips)).encode("ascii"))]
             pos, i = j, svg.find(key, j)
         else:
             i = svg.find(key, i + 1)
     out.append(svg[pos:])
-    return "".join(out)
+    return b"".join(out)

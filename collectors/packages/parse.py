@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import gzip
 import re
+import sys
 import zlib
 from datetime import datetime
 from typing import Iterator, NamedTuple
@@ -142,6 +143,12 @@ def split_history_tag(line: str) -> tuple[str, str] | None:
     return tag, value[1:] if value.startswith(" ") else value
 
 
+def _shared(text: str | None) -> str | None:
+    """One copy of a package's name, arch or version however many transactions name it (a long-lived
+    node's history.log lists the same packages thousands of times: issue 30's memory)."""
+    return None if text is None else sys.intern(text)
+
+
 def parse_package_list(tag: str, value: str) -> tuple[list[dict], list[str]]:
     """Parse a history.log package list (``Install: a:amd64 (1.0), b:amd64 (2.0, automatic)``).
 
@@ -173,8 +180,8 @@ def parse_package_list(tag: str, value: str) -> tuple[list[dict], list[str]]:
                 old = new = parts[0]
             else:
                 old = parts[0]
-        packages.append({"name": m.group(1), "arch": m.group(2), "action": action,
-                         "old": old, "new": new, "automatic": automatic})
+        packages.append({"name": _shared(m.group(1)), "arch": _shared(m.group(2)), "action": action,
+                         "old": _shared(old), "new": _shared(new), "automatic": automatic})
     return packages, bad
 
 
