@@ -19,6 +19,7 @@ there.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import pickle
 import select
@@ -44,18 +45,28 @@ _ATTR_KINDS = ("journal.reload", "container.probe")
 def chart_input(a: dict) -> dict:
     """What :func:`reports.chart.timeline_svg` reads of the analysis ``a``: its ``node``,
     ``collected_at``, ``timezone``, ``incidents`` and ``gaps`` as they are, and of ``timeline`` only the
-    entries drawn as markers (:func:`reports.styles.style` not ``None``), each as a tuple ``(at, kind)``, or
-    ``(at, kind, attrs)`` for the kinds in :data:`_ATTR_KINDS`; an entry of the same time and kind as one
-    before it at that time, and without attrs, is left out (its marker would be drawn on the first one's). ``timeline_svg``
-    draws the same picture from it (issue 30: a tuple is a quarter of a dict, in the pipe and in the child)."""
+    entries drawn as markers (:func:`_drawn`). ``timeline_svg`` draws the same picture from it."""
+    return {**_head(a), "timeline": list(_drawn(a))}
+
+
+def _head(a: dict) -> dict:
+    return {"node": a.get("node"), "collected_at": a.get("collected_at"), "timezone": a.get("timezone"),
+            "incidents": a.get("incidents"), "gaps": a.get("gaps")}
+
+
+def _drawn(a: dict):
+    """The entries of ``a``'s timeline drawn as markers (:func:`reports.styles.style` not ``None``), each as
+    a tuple ``(at, kind)``, or ``(at, kind, attrs)`` for the kinds in :data:`_ATTR_KINDS`; an entry of the same
+    time and kind as one before it at that time, and without attrs, is left out (its marker would be drawn on
+    the first one's). Issue 30: a tuple is a quarter of a dict, in the pipe and in the child."""
     from .styles import style
-    timeline, now, seen = [], None, set()  # the kinds seen at time ``now`` (the timeline is in time order)
+    now, seen = None, set()  # the kinds seen at time ``now`` (the timeline is in time order)
     for e in a.get("timeline") or []:
         if not style(e):
             continue
         at, kind = e.get("at"), e.get("kind")
         if kind in _ATTR_KINDS:
-            timeline.append((at, kind, e.get("attrs")))
+            yield at, kind, e.get("attrs")
             continue
         if at != now:
             now, seen = at, set()
@@ -63,9 +74,38 @@ def chart_input(a: dict) -> dict:
             if kind in seen:
                 continue
             seen.add(kind)
-        timeline.append((at, kind))
-    return {"node": a.get("node"), "collected_at": a.get("collected_at"), "timezone": a.get("timezone"),
-            "incidents": a.get("incidents"), "gaps": a.get("gaps"), "timeline": timeline}
+        yield at, kind
+
+
+#: timeline entries pickled together: :func:`chart_input` goes to the child as its head, then batches of the
+#: timeline, then an empty batch (a busy node's whole input pickled at once was 3 MB of the parent's peak)
+BATCH = 2048
+
+
+def _frames(a: dict):
+    """:func:`chart_input` of ``a`` as the pickles the child reads (:func:`_read_input`): the head, the
+    timeline in batches of :data:`BATCH`, an empty batch."""
+    yield pickle.dumps(_head(a), protocol=pickle.HIGHEST_PROTOCOL)
+    entries = _drawn(a)
+    while batch := list(itertools.islice(entries, BATCH)):
+        yield pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+    yield pickle.dumps([], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_input(fd: int) -> dict | None:
+    """:func:`chart_input` as :func:`_frames` sent it, or ``None`` when the input ends before its last batch
+    (the parent gave up: nothing to draw)."""
+    head = _read_frame(fd)
+    if head is None:
+        return None
+    a, timeline = pickle.loads(head), []
+    while (frame := _read_frame(fd)) is not None:
+        batch = pickle.loads(frame)
+        if not batch:
+            a["timeline"] = timeline
+            return a
+        timeline += batch
+    return None
 
 
 def _wait(fd: int, write: bool, deadline: float | None) -> bool:
@@ -149,9 +189,10 @@ class ChartChild:
             return
         self._sent = True
         try:
-            data, deadline = pickle.dumps(chart_input(a), protocol=pickle.HIGHEST_PROTOCOL), time.monotonic() + WAIT_S
-            _write_within(self._to, struct.pack("!Q", len(data)), deadline)  # the frame, without a copy of data
-            _write_within(self._to, data, deadline)
+            deadline = time.monotonic() + WAIT_S
+            for data in _frames(a):
+                _write_within(self._to, struct.pack("!Q", len(data)), deadline)  # the frame, without a copy of data
+                _write_within(self._to, data, deadline)
         except (OSError, TimeoutError):  # the child is gone or stuck: svg_utf8() draws in-process
             self.close()
         else:
@@ -202,8 +243,8 @@ class ChartChild:
 
 
 def _serve() -> int:
-    """The child's work (``python -I -c`` :data:`_CHILD`): import the chart, read one framed pickle of
-    :func:`chart_input` from stdin, write ``b"0"`` + the SVG (UTF-8) framed to stdout; ``b"1"`` when
+    """The child's work (``python -I -c`` :data:`_CHILD`): import the chart, read :func:`chart_input` from
+    stdin (:func:`_read_input`), write ``b"0"`` + the SVG (UTF-8) framed to stdout; ``b"1"`` when
     drawing raised. Returns the exit code. Its stdout is kept for the answer alone (what a library
     prints goes to stderr's place). Ctrl-C (the terminal signals the whole process group) is the
     parent's to handle: the child ignores SIGINT and ends when the parent closes the pipe or kills it."""
@@ -214,14 +255,17 @@ def _serve() -> int:
         from .chart import figure_parts
     except Exception:
         figure_parts = None
-    data = _read_frame(0)
-    if data is None:
+    try:
+        a = _read_input(0)
+    except Exception:  # not what _frames sends: nothing to draw
+        a = None
+    if a is None:
         return 0
     try:
         if figure_parts is None:
             raise ImportError("reports.chart")
-        parts, pictures = [b"0"], figure_parts(pickle.loads(data))  # the pictures' generator holds the only reference
-        del data
+        parts, pictures = [b"0"], figure_parts(a)
+        del a  # the pictures' generator holds the only reference
         for svg in pictures:  # each picture kept as UTF-8 only
             parts.append(svg)
             del svg

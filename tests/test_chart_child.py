@@ -170,3 +170,29 @@ def test_an_unwritable_report_md_is_the_error_and_report_html_is_whole(demo, tmp
     assert e.value.filename == str(tmp_path / "file")  # the directory report.md needs
     assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
     assert not (tmp_path / "r.json").exists()  # as without the child: nothing after the report that failed
+
+
+def test_the_input_goes_in_batches_and_comes_back_whole(demo, monkeypatch):
+    """The parent pickles the timeline a batch at a time (issue 30); the child puts it together again, and an
+    input cut before its last, empty batch is none (nothing drawn)."""
+    _, a = demo
+    monkeypatch.setattr(chartproc, "BATCH", 7)
+    frames = list(chartproc._frames(a))
+    n = len(chart_input(a)["timeline"])
+    assert len(frames) == 1 + -(-n // 7) + 1 and pickle.loads(frames[-1]) == []
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: [os.write(w, len(f).to_bytes(8, "big") + f) for f in frames])
+    writer.start()
+    try:
+        assert chartproc._read_input(r) == chart_input(a)
+    finally:
+        writer.join()
+        os.close(w)
+    r2, w2 = os.pipe()
+    os.write(w2, b"".join(len(f).to_bytes(8, "big") + f for f in frames[:2]))
+    os.close(w2)
+    try:
+        assert chartproc._read_input(r2) is None
+    finally:
+        os.close(r2)
+    os.close(r)

@@ -185,6 +185,7 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     """:func:`cmd_analyze`, with ``chart`` (a :class:`reports.chartproc.ChartChild`) drawing the picture."""
     from reports import render
     from .pipeline import analyze
+    render.prepare()  # the template's compiler, before the analysis fills the heap
     b = Bundle.open(bundle_path)
     try:
         integrity = _integrity(b, getattr(args, "expect", None))
