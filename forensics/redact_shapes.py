@@ -22,6 +22,7 @@ its whole body up to ``-----END`` (at most :data:`PEM_LIMIT` characters; without
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import re
 import sys
@@ -58,22 +59,6 @@ def _requests_on_use():
             del sys.modules["requests"]
 
 
-with _requests_on_use():
-    from detect_secrets.plugins import keyword as _kw
-    from detect_secrets.plugins.aws import AWSKeyDetector
-    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-    from detect_secrets.plugins.github_token import GitHubTokenDetector
-    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
-    from detect_secrets.plugins.npm import NpmDetector
-    from detect_secrets.plugins.openai import OpenAIDetector
-    from detect_secrets.plugins.private_key import PrivateKeyDetector
-    from detect_secrets.plugins.pypi_token import PypiTokenDetector
-    from detect_secrets.plugins.sendgrid import SendGridDetector
-    from detect_secrets.plugins.slack import SlackDetector
-    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-    from detect_secrets.plugins.stripe import StripeDetector
-
 _CRED = r"(?:token|secret|passw|key|auth|credential)"
 #: shapes detect-secrets 1.5 lacks: the value is the last group
 PAT, FLAG, AUTHZ, NAME_VALUE = (
@@ -85,32 +70,63 @@ PAT, FLAG, AUTHZ, NAME_VALUE = (
                r"[\"']?(?!<|bearer\b|basic\b)([^\s\"',;}<]+)"),
 )
 EXTRA = (PAT, FLAG, AUTHZ, NAME_VALUE)
-_KEYWORD = tuple({**_kw.CONFIG_DENYLIST_REGEX_TO_GROUP, **_kw.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP}.items())
-#: per family: the marker (a regex, any case) each of its shapes needs, and the expressions it runs
-#: (a plugin's ``denylist``, the keyword tables, or ours); the detect-secrets plugins not here
-#: (high-entropy strings, public IPs, ...) are left out on purpose: container ids, digests and node
-#: addresses are evidence
+#: per family: the marker (a regex, any case) each of its shapes needs; its expressions are :func:`_expressions`
+#: (a plugin's ``denylist``, the keyword tables, or ours); the detect-secrets plugins not here (high-entropy
+#: strings, public IPs, ...) are left out on purpose: container ids, digests and node addresses are evidence
 FAMILIES = {
-    "aws": (r"akia|asia|abia|acca|a3t|aws", AWSKeyDetector.denylist),
-    "github": (r"gh[pousr]_", GitHubTokenDetector.denylist),
-    "github_pat": (r"github_pat_", (PAT,)),
-    "gitlab": (r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|gr1348941", GitLabTokenDetector.denylist),
-    "jwt": (r"eyj", JwtTokenDetector.denylist),
-    "slack": (r"xox|hooks\.slack\.com", SlackDetector.denylist),
-    "stripe": (r"k_live_", StripeDetector.denylist),
-    "openai": (r"t3blbkfj", OpenAIDetector.denylist),
-    "pypi": (r"pypi-", PypiTokenDetector.denylist),
-    "npm": (r"_authtoken", NpmDetector.denylist),
-    "sendgrid": (r"sg\.", SendGridDetector.denylist),
-    "square": (r"sq0csp-", SquareOAuthDetector.denylist),
-    "azure": (r"accountkey", AzureStorageKeyDetector.denylist),
-    "flag": (rf"(?<!\S)--?[\w.\-]*?{_CRED}", (FLAG,)),
-    "authz": (r"authorization", (AUTHZ,)),
+    "aws": r"akia|asia|abia|acca|a3t|aws",
+    "github": r"gh[pousr]_",
+    "github_pat": r"github_pat_",
+    "gitlab": r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|gr1348941",
+    "jwt": r"eyj",
+    "slack": r"xox|hooks\.slack\.com",
+    "stripe": r"k_live_",
+    "openai": r"t3blbkfj",
+    "pypi": r"pypi-",
+    "npm": r"_authtoken",
+    "sendgrid": r"sg\.",
+    "square": r"sq0csp-",
+    "azure": r"accountkey",
+    "flag": rf"(?<!\S)--?[\w.\-]*?{_CRED}",
+    "authz": r"authorization",
     # an assignment to a credential name (``password: X``, ``"api_key": "X"``, ``key = X``; a colon
     # only before a space or quote: ``libsecret-1-0:amd64`` in apt's history is a package)
-    "keyword": (r"(?:pass|secret|key|token|auth|credential|contrase)[\w.\-]*[\"'\]]{0,2}[ \t]*(?:=|:(?=[\s\"']))",
-                _KEYWORD + ((NAME_VALUE, None),)),
+    "keyword": r"(?:pass|secret|key|token|auth|credential|contrase)[\w.\-]*[\"'\]]{0,2}[ \t]*(?:=|:(?=[\s\"']))",
 }
+
+
+@functools.cache
+def _expressions() -> tuple[dict, tuple]:
+    """``({family: its expressions}, the private-key headers' expressions)``, from detect-secrets' plugins,
+    imported at the first text that has a family's marker, not with this module: a process that redacts
+    nothing (``analyze`` of a bundle, whose text was redacted when it was collected) never holds the
+    plugins (~9 MB, issue 30)."""
+    with _requests_on_use():
+        from detect_secrets.plugins import keyword as kw
+        from detect_secrets.plugins.aws import AWSKeyDetector
+        from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+        from detect_secrets.plugins.github_token import GitHubTokenDetector
+        from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+        from detect_secrets.plugins.jwt import JwtTokenDetector
+        from detect_secrets.plugins.npm import NpmDetector
+        from detect_secrets.plugins.openai import OpenAIDetector
+        from detect_secrets.plugins.private_key import PrivateKeyDetector
+        from detect_secrets.plugins.pypi_token import PypiTokenDetector
+        from detect_secrets.plugins.sendgrid import SendGridDetector
+        from detect_secrets.plugins.slack import SlackDetector
+        from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+        from detect_secrets.plugins.stripe import StripeDetector
+    keyword = tuple({**kw.CONFIG_DENYLIST_REGEX_TO_GROUP, **kw.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP}.items())
+    return {
+        "aws": AWSKeyDetector.denylist, "github": GitHubTokenDetector.denylist, "github_pat": (PAT,),
+        "gitlab": GitLabTokenDetector.denylist, "jwt": JwtTokenDetector.denylist, "slack": SlackDetector.denylist,
+        "stripe": StripeDetector.denylist, "openai": OpenAIDetector.denylist, "pypi": PypiTokenDetector.denylist,
+        "npm": NpmDetector.denylist, "sendgrid": SendGridDetector.denylist, "square": SquareOAuthDetector.denylist,
+        "azure": AzureStorageKeyDetector.denylist, "flag": (FLAG,), "authz": (AUTHZ,),
+        "keyword": keyword + ((NAME_VALUE, None),),
+    }, tuple(PrivateKeyDetector.denylist)
+
+
 #: names whose values are paths, not secrets (``--key-file``, ``tls.key_file``)
 _FILE_NAME = re.compile(r"(?i)[_\-](?:file|path|dir)$")
 _PEM_MARK = re.compile(r"private key|putty-user-key")  # in the lower-cased text
@@ -122,7 +138,7 @@ MARKERS = ("akia", "asia", "abia", "acca", "a3t", "aws", "gh", "gl", "gr1348941"
            "putty-user-key", "token", "secret", "pass", "key", "auth", "credential", "contrase")
 _MARKER = re.compile("|".join(map(re.escape, MARKERS)))
 _MARKER_ANY_CASE = re.compile(_MARKER.pattern, re.I)  # for the rare text whose lower-casing changes its length
-_FAMILY_RX = {n: re.compile(m) for n, (m, _) in FAMILIES.items()}  # run on the lower-cased window
+_FAMILY_RX = {n: re.compile(m) for n, m in FAMILIES.items()}  # run on the lower-cased window
 _WORD_FAMILIES = ("flag", "authz", "keyword")
 #: the token literals as issued (case kept): a window without one has none of the token families
 _LITERAL = re.compile(r"AKIA|ASIA|ABIA|ACCA|A3T|aws|AWS|gh[pousr]_|github_pat_|gl[a-z]+-|GR1348941|eyJ|xox|"
@@ -143,7 +159,6 @@ def _families(window: str, low: str) -> list[str]:
     return [n for n in names if _FAMILY_RX[n].search(low)]
 
 
-_PEM = tuple(PrivateKeyDetector.denylist)
 PEM_LIMIT = 65536   #: characters of a private key's body removed at most
 BEFORE, AFTER = 160, 2048  #: the window around a marker, in characters, clipped to its line
 WINDOW_MAX = 8192  #: merged windows are cut at this length, so a line of markers costs linear time
@@ -168,7 +183,7 @@ def has_marker(text: str) -> bool:
 def _regex_spans(window: str, families: set):
     """``(start, end)`` of each secret value the expressions of ``families`` find in ``window``."""
     for family in families:
-        for item in FAMILIES[family][1]:
+        for item in _expressions()[0][family]:
             rx, group = item if isinstance(item, tuple) else (item, None)
             for m in rx.finditer(window):
                 if family == "keyword" and group is not None:  # detect-secrets' KeywordDetector tables
@@ -242,7 +257,7 @@ def redact_shapes(text: str, hashed: Callable[[str], str], low: str | None = Non
 def _redact_pem(text: str, hashed: Callable[[str], str]) -> str:
     out, pos = [], 0
     while True:
-        hits = [m for rx in _PEM for m in [rx.search(text, pos)] if m]
+        hits = [m for rx in _expressions()[1] for m in [rx.search(text, pos)] if m]
         if not hits:
             break
         m = min(hits, key=lambda h: h.start())

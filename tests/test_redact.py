@@ -3,7 +3,10 @@ rule from the constants the code uses, one URL policy serves a Prometheus source
 URL, and a redacted containerd config.toml still parses and is still read."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 from collectors import runtime_config as rc
 from forensics import redact, redact_config
@@ -134,3 +137,17 @@ def test_the_shapes_import_no_http_client_yet_a_plugin_still_reaches_the_real_re
             "requests.get.__module__, redact.redact_text('AKIAIOSFODNN7EXAMPLE')[:9])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.splitlines() == ["[]", "True requests.api <redacted"]
+
+
+def test_the_plugins_are_imported_at_the_first_text_with_a_marker_only():
+    """analyze redacts nothing (its bundle's text was redacted when collected): it must not hold
+    detect-secrets' plugins (issue 30's memory). A text with a marker imports them, and is redacted."""
+    code = ("import sys; import forensics.redact as r, forensics.ops.pipeline, reports.render; "
+            "print('detect_secrets' in sys.modules); print(r.redact_text('no secret here, node3 ready')); "
+            "print('detect_secrets' in sys.modules); print(r.redact_text('x ghp_' + 'a' * 36)); "
+            "print('detect_secrets' in sys.modules, 'requests' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.splitlines()
+    assert out[:3] == ["False", "no secret here, node3 ready", "False"]
+    assert out[3].startswith("x <redacted hmac:") and "ghp_" not in out[3]
+    assert out[4] == "True False"  # the plugins, without the network client their verification would use

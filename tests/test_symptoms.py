@@ -240,7 +240,7 @@ def test_a_sudo_line_whose_writer_had_exited_is_unverified_neither_requester_nor
     assert "cannot be verified" in by["candidates"][0]["why"]
     # journald's /proc fields are many (journald-context.c): any one of them read is a writer seen, so such a
     # line with no sudo behind it stays a red flag; a line with no writer process (the kernel's) is never unverified
-    from collectors.journal.wording import sudo_unverified
+    from collectors.journal.sudo import sudo_unverified
     fields = {"SYSLOG_IDENTIFIER": "sudo", "_TRANSPORT": "syslog", "_PID": "5122", "_UID": "1001"}
     assert sudo_unverified(fields) and not sudo_unverified({**fields, "_SYSTEMD_UNIT": "session-3.scope"})
     assert not sudo_unverified({**fields, "_AUDIT_LOGINUID": "1001"})

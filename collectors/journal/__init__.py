@@ -68,6 +68,7 @@ from forensics.timeutil import from_usec, iso_z, parse_iso
 from forensics.output import BundleWriteError
 from . import attempts, damage, isolate, kernel as kern, selection, wording as w
 from .spans import coverage as journal_coverage
+from .sudo import sudo_verdict
 from .attempts import _size
 from .files import METHOD, _File, _final, _hash_all, _probe, unusable
 from .fileset import _FileSet, _room_for
@@ -367,7 +368,7 @@ def read(bundle, node) -> Reading:
         at = from_usec(e["__REALTIME_TIMESTAMP"])
         evidence = {"artifact": ENTRIES, "cursor": e["__CURSOR"], "line": n}
         lines[e["__CURSOR"]] = n
-        if rules == ["forged"] and w.sudo_verdict(e) in ("sudo", "unverified"):
+        if rules == ["forged"] and sudo_verdict(e) in ("sudo", "unverified"):
             rules = ["requester"]  # a sudo line an older collector took for forged (_UID, not its caps; or unverifiable)
         forged = w.forged_claim(e, rules)
         if "pid1" in rules and not forged:  # a forged one is a journal.forged event

@@ -20,7 +20,8 @@ from forensics.events import Coverage, Event
 from forensics.excerpt import cut
 from forensics.timeutil import from_usec, iso_z
 from .spans import clipped
-from .wording import kernel_trusted, text
+from .fields import text
+from .wording import kernel_trusted
 
 KERNEL = [[("_TRANSPORT", "kernel")], [("SYSLOG_IDENTIFIER", "kernel")]]  #: the pass's journal matches
 JOIN_SECONDS = 1.0  #: the lines of one multi-line driver message are this close at most

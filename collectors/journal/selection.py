@@ -23,9 +23,11 @@ from .header import iso_usec
 from forensics import kmsg, neighbours
 from .kernel import KERNEL, claims_kernel, kernel_rule
 from .runtime import UPDATE_TEXT, update_resources
+from .fields import text
+from .sudo import sudo_verdict
 from .wording import (FOREIGN_TRANSPORTS, NVML_MARKERS, PID1, REQUESTER_UNITS, UNIT_PARTS, UNITS_THAT_MATTER,
-                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted, sudo_verdict,
-                      symptom_line, text, unit_action, unit_matters)
+                      healthy_probe, log_trusted, manager_line, nvml_error, nvml_unit, pid1_trusted,
+                      symptom_line, unit_action, unit_matters)
 
 BEFORE_US, AFTER_US = 300_000_000, 5_000_000  # the requester window around a reload
 
@@ -56,9 +58,9 @@ def windows(triggers: list[tuple[int, int | None]], since: int | None):
 #: ``forged``: a line that would have been kept as PID 1's, kubelet's, sudo's or the kernel's by what its writer
 #: says (SYSLOG_IDENTIFIER, SYSLOG_PID) while journald's trusted fields name another process
 #: (:func:`collectors.journal.wording.pid1_trusted`, :func:`~collectors.journal.wording.log_trusted`,
-#: :func:`~collectors.journal.wording.sudo_verdict`, :func:`~collectors.journal.wording.kernel_trusted`): kept to be
+#: :func:`~collectors.journal.sudo.sudo_verdict`, :func:`~collectors.journal.wording.kernel_trusted`): kept to be
 #: shown as a red flag, never as evidence; a sudo line whose writer journald could not read is kept as
-#: ``requester`` and flagged unverified (:func:`~collectors.journal.wording.sudo_verdict`), neither
+#: ``requester`` and flagged unverified (:func:`~collectors.journal.sudo.sudo_verdict`), neither
 #: ``symptom``: a line of a neighbouring GPU failure (forensics/neighbours.py) from kubelet, containerd,
 #: docker or an NVIDIA unit (create errors, CDI spec generation, a device plugin's back-off), never ``nvml``
 #: ``kernel``: a kernel line that matters (forensics/kmsg.py: Xid, GPU lost, API mismatch, OOM kill, NVRM,

@@ -12,7 +12,6 @@ differ between distributions and versions and are never used.
 """
 from __future__ import annotations
 
-import base64
 import re
 from datetime import datetime
 
@@ -21,7 +20,9 @@ from forensics.engines import ENGINES
 from forensics.excerpt import excerpt
 from forensics.events import Event
 from forensics.timeutil import from_usec, iso_z
+from .fields import text
 from .runtime import update_event
+from .sudo import sudo_verdict
 
 #: caller line; comm and unit are each left out when systemd could not find them. Numbers are bounded
 #: (pid_max is 2^22; anyone may log as ``SYSLOG_IDENTIFIER=systemd``), so int() never meets 5000 digits
@@ -123,7 +124,7 @@ def log_trusted(e: dict) -> bool:
 def forged_claim(e: dict, rules: list) -> str | None:
     """What a stored entry kept by ``rules`` (its ``_GF_SELECTED_BY``) falsely claims to be: ``"PID 1"``
     (kept as PID 1's line, :func:`pid1_trusted` false), ``"sudo"`` (``SYSLOG_IDENTIFIER=sudo``,
-    :func:`sudo_verdict` ``"forged"``: an unverifiable one claims nothing), ``"kernel"``
+    :func:`collectors.journal.sudo.sudo_verdict` ``"forged"``: an unverifiable one claims nothing), ``"kernel"``
     (``SYSLOG_IDENTIFIER=kernel`` on a line the kernel did not
     write, :func:`collectors.journal.kernel.kernel_trusted` false), ``"kubelet"`` (kept as an
     NVML/probe/symptom/UpdateContainerResources line, :func:`log_trusted` false; the writer's
@@ -236,19 +237,6 @@ def version_from_wording(caller_word: str | None, main_line: str | None) -> tupl
 
 
 # -- stored entries to events ---------------------------------------------------------------------
-def text(v) -> str:
-    """A stored field value as text: the first of a repeated field, base64 decoded (bad UTF-8
-    replaced), ``""`` when absent."""
-    if isinstance(v, list):
-        v = v[0] if v else ""
-    if isinstance(v, dict):
-        try:
-            return base64.b64decode(v.get("base64", "")).decode("utf-8", "replace")
-        except (ValueError, TypeError):  # not base64, or not text at all ({"base64": 5})
-            return ""
-    return v if isinstance(v, str) else "" if v is None else str(v)
-
-
 def _int(v) -> int | None:
     try:
         return int(text(v))
@@ -391,53 +379,6 @@ def boot_events(boots: list, lines: dict, problems: list) -> list[Event]:
 
 
 # -- neighbouring GPU failures and trusted sudo lines (issue 14 item 7) ------------------------------
-#: what journald records as ``_EXE`` for sudo (the C sudo and sudo-rs, installed as sudo)
-SUDO_EXES = ("sudo", "sudo-rs")
-
-
-#: the fields journald reads about a line's writer from ``/proc/PID`` when the line arrives (journald-context.c
-#: ``client_context_read_*``: comm, exe, cmdline, capabilities, cgroup and the unit, slice, session and owner
-#: under it, audit session and login uid); a writer that has already exited leaves them all out, while ``_PID``,
-#: ``_UID`` and ``_GID`` (the socket's SCM_CREDENTIALS) are still there
-PROC_FIELDS = ("_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE", "_SYSTEMD_CGROUP", "_SYSTEMD_UNIT", "_SYSTEMD_SLICE",
-               "_SYSTEMD_SESSION", "_SYSTEMD_OWNER_UID", "_AUDIT_SESSION", "_AUDIT_LOGINUID")
-
-
-def proc_unread(e: dict) -> bool:
-    """True when entry ``e`` came from a process (``_PID`` recorded) of which journald recorded none of
-    :data:`PROC_FIELDS`: it had exited (or could not be read) when journald looked, so who wrote the line can be
-    neither confirmed nor refuted. A line with no writer process (the kernel's, ``/dev/kmsg``) is not this."""
-    return text(e.get("_PID")).isdigit() and not any(text(e.get(f)) for f in PROC_FIELDS)
-
-
-def sudo_unverified(e: dict) -> bool:
-    """True for a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``), came in as sudo's do (syslog(3):
-    ``_TRANSPORT=syslog``) and whose writer cannot be verified (:func:`proc_unread`): neither sudo's
-    (:func:`sudo_trusted`) nor a forged one (:func:`forged_claim`); never a requester's evidence."""
-    return text(e.get("SYSLOG_IDENTIFIER")) == "sudo" and text(e.get("_TRANSPORT")) == "syslog" and proc_unread(e)
-
-
-def sudo_verdict(e: dict) -> str | None:
-    """The one verdict on a line that says it is sudo's (``SYSLOG_IDENTIFIER=sudo``): ``"sudo"`` when journald's
-    trusted fields say sudo wrote it (:func:`sudo_trusted`), ``"unverified"`` when its writer cannot be checked
-    (:func:`sudo_unverified`), else ``"forged"``; ``None`` for a line that does not say it is sudo's. Selection
-    (the requester window), older bundles' ``forged`` rule and :func:`forged_claim` all read this."""
-    if text(e.get("SYSLOG_IDENTIFIER")) != "sudo":
-        return None
-    return "sudo" if sudo_trusted(e) else "unverified" if sudo_unverified(e) else "forged"
-
-
-def sudo_trusted(e: dict) -> bool:
-    """True when journald's trusted fields say sudo wrote entry ``e``: ``_COMM=sudo``, ``_EXE`` (when recorded)
-    naming sudo, and privilege: ``_UID=0`` or effective capabilities (``_CAP_EFFECTIVE``, from /proc/PID/status).
-    sudo is set-uid root but logs with the invoking user's real uid, which is journald's ``_UID`` (the socket's
-    SCM_CREDENTIALS: uid=1001 for sudo 1.9.13 run by uid 1001 on Debian 12, its CapEff full); ``logger -t sudo``
-    or a user's own program named sudo has no capabilities. ``SYSLOG_IDENTIFIER=sudo`` alone never suffices."""
-    exe, caps = text(e.get("_EXE")), text(e.get("_CAP_EFFECTIVE")) or "0"
-    privileged = text(e.get("_UID")) == "0" or (not caps.strip("0123456789abcdefABCDEF") and int(caps, 16) > 0)
-    return text(e.get("_COMM")) == "sudo" and privileged and (not exe or exe.rsplit("/", 1)[-1] in SUDO_EXES)
-
-
 def symptom_line(e: dict) -> bool:
     """True when entry ``e`` (an output line of a unit or daemon of :func:`log_trusted`'s) shows a
     neighbouring GPU failure (:data:`forensics.neighbours.SIGNATURES`; a plugin's registration, which
