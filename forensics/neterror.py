@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
+import sys
 from urllib.parse import urlsplit
 
 #: how deep the chain of wrapped exceptions is followed (requests -> urllib3 -> socket: 4 or 5 levels)
@@ -69,10 +69,13 @@ def network_error(exc: BaseException, url: str, timeout_s: float | None = None) 
             return f"cannot resolve {host} ({(e.strerror or str(e)).lower()})"
     if any(type(e).__name__ == "NameResolutionError" for e in found):
         return f"cannot resolve {host}"
+    # ssl is not imported here (~5 MB with its libraries, in every process that reads a bundle): an SSLError
+    # comes only from a client that imported it
+    ssl = sys.modules.get("ssl")
     for e in found:
-        if isinstance(e, ssl.SSLCertVerificationError):
+        if ssl is not None and isinstance(e, ssl.SSLCertVerificationError):
             return f"TLS with {peer} failed: certificate verify failed: {e.verify_message or 'not trusted'}"
-        if isinstance(e, ssl.SSLError):
+        if ssl is not None and isinstance(e, ssl.SSLError):
             return f"TLS with {peer} failed: {e.reason or type(e).__name__}"
         if isinstance(e, ConnectionRefusedError):
             return f"connection refused by {peer}"

@@ -7,7 +7,9 @@ from __future__ import annotations
 import socket
 import ssl
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import requests
@@ -69,3 +71,13 @@ def test_the_peer_is_host_and_port_only():
     assert peer_of("https://u:p@[fd00::1]/x") == "[fd00::1]:443"
     assert peer_of("http://prom.monitoring:9090/p?token=x") == "prom.monitoring:9090"
     assert peer_of("http://[::1") == "the server"
+
+
+def test_reading_a_bundle_imports_no_tls_or_http_library():
+    """analyze reads no network: the collectors, this module and the CLI import neither ssl nor http.client
+    (~5 MB with their libraries: issue 30); the Kubernetes client imports them where it connects."""
+    code = ("import sys, collectors, forensics.neterror, forensics.ops.cli, forensics.ops.pipeline, reports.render; "
+            "print(sorted(m for m in ('ssl', 'http.client', 'requests') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+    assert out == "[]"

@@ -47,7 +47,6 @@ from forensics.timeutil import iso_z, parse_iso
 
 from forensics import redact as rd
 
-import collectors.kube.transport as kt
 
 QPS = 5.0                         #: requests per second at most, from one collector
 TIMEOUT = (5.0, 20.0)             #: (connect, read) seconds per request
@@ -96,6 +95,7 @@ def acquire(ctx: CollectContext) -> None:
         ctx.writer.record(Artifact(None, "kube:node", Status.ERROR, "kube-api",
                                    message="the Kubernetes node name is unknown (no --node, $NODE_NAME or host name)"))
         return
+    import collectors.kube.transport as kt  # its HTTP and TLS libraries, only where the API server is read
     try:
         api = kt.connect(ctx.value(KUBECONFIG))
     except kt.ConfigError as e:
