@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -318,15 +319,38 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
 def _put(path: Path, parts) -> None:
     """Write the pieces ``parts`` to ``path`` (UTF-8), making its directory: text, or bytes already in
     UTF-8 (the picture as the chart's child sent it, the page's end from its spill file), written as
-    they are."""
+    they are. A file is written whole or not at all: into ``<name>.part`` beside it (created afresh, never
+    through a link), renamed over ``path`` once complete and removed when writing stops (an error, Ctrl-C),
+    so that an interrupted ``run`` never leaves half a report that reads as the whole one. A ``path`` that
+    exists and is no regular file (``--html /dev/stdout``, a pipe) is written as it is. ``OSError`` names
+    ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for part in parts:
-            if isinstance(part, str):
-                f.write(part)
-            else:
-                f.flush()
-                f.buffer.write(part)
+    direct = path.exists() and not path.is_file()
+    part = path if direct else path.with_name(path.name + ".part")
+    try:
+        if not direct:
+            part.unlink(missing_ok=True)  # a stale one, or a link someone put there: never written through
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        else:
+            fd = os.open(part, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            for piece in parts:
+                if isinstance(piece, str):
+                    f.write(piece)
+                else:
+                    f.flush()
+                    f.buffer.write(piece)
+        if not direct:
+            os.replace(part, path)
+    except BaseException as e:
+        if not direct:
+            part.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename in (None, str(part)):
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
 
 
 # -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------

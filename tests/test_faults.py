@@ -409,3 +409,31 @@ def test_package_logs_stop_at_a_spent_time_budget(tmp_path):
         assert (recs[src].status.value, recs[src].message) == (
             "truncated", "not copied: the time budget (--time-budget) was spent")
     assert not (writer.dir / "packages/dpkg/dpkg.log").exists()
+
+
+def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_path):
+    """A report stopped while it is written (Ctrl-C, a full disk) leaves no half page that reads as the
+    whole one, nor its ``.part``; an old report stays as it was; a link put where the ``.part`` goes is
+    replaced, never written through."""
+    from reports.render import _put
+
+    def pieces(stop: BaseException | None):
+        yield "<html>first half"
+        if stop is not None:
+            raise stop
+        yield b" and the second</html>"
+
+    page, outside = tmp_path / "report.html", tmp_path / "outside.txt"
+    with pytest.raises(KeyboardInterrupt):
+        _put(page, pieces(KeyboardInterrupt()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    page.write_text("the old report")
+    with pytest.raises(OSError) as e:
+        _put(page, pieces(OSError(28, "No space left on device")))
+    assert page.read_text() == "the old report" and not (tmp_path / "report.html.part").exists()
+    assert e.value.errno == 28
+    outside.write_text("not the tool's")
+    (tmp_path / "report.html.part").symlink_to(outside)
+    _put(page, pieces(None))
+    assert page.read_text() == "<html>first half and the second</html>" and not page.is_symlink()
+    assert outside.read_text() == "not the tool's" and not (tmp_path / "report.html.part").exists()
