@@ -111,7 +111,7 @@ class Bundle:
         except (ValueError, RecursionError) as e:
             raise invalid(p, f"manifest.json is not valid JSON: {shown(e)}") from None
         check_manifest(manifest, p, SCHEMA)
-        share_record_text(manifest["artifacts"])
+        share_record_text(manifest.get("artifacts") or [])
         return cls(root=root, manifest=manifest, source=p, _tmp=tmp, manifest_sha256=hashlib.sha256(raw).hexdigest(),
                    files=files, problems=problems)
 

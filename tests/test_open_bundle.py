@@ -465,3 +465,13 @@ def test_run_prints_the_manifest_hash_for_an_archive_too(tmp_path, capsys):
     assert len(set(x.split()[-1] for x in printed)) == 1 and all(x.startswith("manifest.json sha256: ") for x in printed)
     capsys.readouterr()
     assert main(["verify", str(out), "--expect", printed[0].split()[-1]]) == 0
+
+
+def test_a_manifest_without_artifacts_opens_with_none(tmp_path):
+    """A manifest that lists no artifacts (the key left out, as a hand-made or damaged one may) opens with
+    none; sharing the records' repeated text (issue 30) must not make it a KeyError."""
+    import json
+    from forensics.bundle import SCHEMA, Bundle
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema": SCHEMA, "complete": True}))
+    b = Bundle.open(tmp_path)
+    assert b.artifacts() == [] and b.manifest_sha256
