@@ -70,3 +70,23 @@ def fields(stanza: bytes, names: tuple[str, ...]) -> dict[str, str]:
         if sep and name in names and name not in out:
             out[name] = value.strip()
     return out
+
+
+#: dpkg(1)'s package states of a package whose files are partly or wholly on disk while its install or upgrade did
+#: not finish (a maintainer script failed, dpkg was killed): ``half-installed``, ``unpacked``, ``half-configured``
+UNFINISHED = ("half-installed", "unpacked", "half-configured")
+
+
+def unfinished(f: BinaryIO, names: set[str], limit: int) -> dict[str, dict]:
+    """``{package: {"version", "state"}}`` of the packages in ``names`` that the status file ``f`` (open, binary)
+    lists in a state of :data:`UNFINISHED` (``Status: install ok half-configured``), from at most ``limit``
+    bytes of it. Raises ``OSError`` from the read."""
+    def keep(stanza: bytes) -> bool:
+        return fields(stanza, ("Package",)).get("Package") in names
+    out: dict[str, dict] = {}
+    for stanza in stanzas(f, limit, keep)[0]:
+        got = fields(stanza, ("Package", "Status", "Version"))
+        state = (got.get("Status") or "").rpartition(" ")[2]
+        if state in UNFINISHED:
+            out.setdefault(got["Package"], {"version": got.get("Version"), "state": state})
+    return out

@@ -51,10 +51,16 @@ def gate(product: str, minimum: str, found: dict | None) -> str:
     """A remedy's version gate with what this node runs (runtime facts' ``versions`` entry ``found``:
     ``{"version", "basis"}``, or None when not read): ``"Docker >= 25.0 (this node: 24.0.7, read as 5:24.0.7-1~deb12u1
     from /var/lib/dpkg/status (docker-ce): below it, upgrade Docker first)"``, ``"Docker >= 25.0 (this node:
-    27.1.1, from dockerd --version)"``, or ``"Docker >= 25.0 (this node's version was not seen)"``: never a
-    default presented as the node's. Raises nothing."""
+    27.1.1, from dockerd --version)"``, or ``"Docker >= 25.0 (this node's version was not seen)"``, with what dpkg
+    says of a package whose install or upgrade did not finish (``found["unfinished"]``: ``{"package", "version",
+    "state"}``) when it does: never a default presented as the node's. Raises nothing."""
     ok = at_least(found, minimum)
     if ok is None:
+        u = (found or {}).get("unfinished") if isinstance(found, dict) else None
+        if isinstance(u, dict) and u.get("package"):
+            named = " ".join(str(x) for x in (u["package"], u.get("version")) if x)
+            return (f"{product} >= {minimum} (this node's version was not seen: dpkg lists {named} as "
+                    f"{u.get('state')}, an install or upgrade that did not finish; `dpkg --configure -a` finishes it)")
         return f"{product} >= {minimum} (this node's version was not seen)"
     v, basis = found["version"], found.get("basis")
     said = f"this node: {number(v)}" + (f", read as {v}" if number(v) != v else "") + (

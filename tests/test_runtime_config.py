@@ -483,3 +483,36 @@ def test_dpkg_versions_count_a_package_whose_triggers_are_pending_and_never_conf
             ("podman", "install ok installed", "4.3.1+ds1-8+deb12u1"), ("cri-o", "purge ok not-installed", "1.28.1"))))
     assert node.parse_dpkg_status(status) == {"docker-ce": "5:27.0.3-1~debian.12~bookworm", "containerd.io": "1.7.19-1",
                                               "podman": "4.3.1+ds1-8+deb12u1"}
+
+
+def test_a_package_whose_upgrade_did_not_finish_is_said_in_the_gate_and_gives_no_version(tmp_path):
+    """dpkg(1)'s unfinished states (``half-configured``, ``unpacked``, ``half-installed``): the files on disk
+    may be the old version's or the new one's, so no version is taken from the stanza; the gate says what dpkg
+    lists and how the upgrade is finished. ``config-files`` (removed) is no unfinished package."""
+    from collectors import node
+    from forensics.versions import gate
+
+    def stanza(pkg, status, version):
+        return (f"Package: {pkg}\nStatus: {status}\nPriority: optional\nSection: admin\nInstalled-Size: 1024\n"
+                f"Maintainer: Ubuntu Developers <ubuntu-devel-discuss@lists.ubuntu.com>\nArchitecture: amd64\n"
+                f"Version: {version}\nDescription: {pkg}\n a long description line\n\n")
+    status = (stanza("containerd", "install ok half-configured", "1.7.28-0ubuntu1~24.04.1")
+              + stanza("docker-ce", "install ok installed", "5:27.0.3-1~ubuntu.24.04~noble")
+              + stanza("runc", "install ok unpacked", "1.1.12-0ubuntu3.1")
+              + stanza("cri-o", "deinstall ok config-files", "1.28.1-1.1"))
+    root = host(tmp_path, {"/var/lib/dpkg/status": status})
+    out = tmp_path / "bundle"
+    w = BundleWriter(out)
+    ctx = CollectContext(root=root, writer=w, node=HostFacts())
+    node.acquire(ctx)
+    rc.acquire(ctx)
+    w.finish()
+    v = rc.read(Bundle.open(out), NodeFacts()).facts["runtime"]["versions"]
+    assert v["containerd"] == {"version": None, "basis": None, "unfinished": {
+        "package": "containerd", "version": "1.7.28-0ubuntu1~24.04.1", "state": "half-configured"}}
+    assert v["runc"]["unfinished"] == {"package": "runc", "version": "1.1.12-0ubuntu3.1", "state": "unpacked"}
+    assert v["docker"] == {"version": "5:27.0.3-1~ubuntu.24.04~noble", "basis": "/var/lib/dpkg/status (docker-ce)"}
+    assert v["crio"] == {"version": None, "basis": None}
+    assert gate("containerd", "1.7", v["containerd"]) == (
+        "containerd >= 1.7 (this node's version was not seen: dpkg lists containerd 1.7.28-0ubuntu1~24.04.1 as "
+        "half-configured, an install or upgrade that did not finish; `dpkg --configure -a` finishes it)")

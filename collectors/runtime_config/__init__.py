@@ -34,7 +34,7 @@ import shlex
 import subprocess
 import tomllib
 
-from forensics import configdoc as cd, hostfs
+from forensics import configdoc as cd, debstatus, hostfs
 from forensics.artifact import Artifact, Status, from_oserror
 from forensics.bundle import Bundle
 from forensics.engines import ENGINES
@@ -272,9 +272,34 @@ def _stored_versions(bundle: Bundle, facts: dict, node: NodeFacts) -> dict:
     for key, v in versioned().items():
         if not (versions.get(key) or {}).get("version"):
             versions[key] = _pkg_version(pv, v.packages)
+    _unfinished(bundle, versions)
     if not (versions.get("systemd") or {}).get("version"):
         versions["systemd"] = {"version": node.systemd_version, "basis": "node facts" if node.systemd_version else None}
     return versions
+
+
+#: the node collector's copy of /var/lib/dpkg/status (collectors/node.py) and the bytes of it read here
+DPKG_COPY, DPKG_LIMIT = "node/dpkg-status", 64 << 20
+
+
+def _unfinished(bundle: Bundle, versions: dict) -> None:
+    """In place: a component whose version was not seen, whose package dpkg lists as not finished
+    (:data:`forensics.debstatus.UNFINISHED`: an install or upgrade stopped between unpacking and configuring),
+    gets ``unfinished``: ``{"package", "version", "state"}`` (forensics.versions.gate says it): the files on disk
+    may be either version, so the version stays unknown."""
+    wanted = {k: v.packages for k, v in versioned().items() if not (versions.get(k) or {}).get("version")}
+    if not wanted:
+        return
+    try:
+        with open(bundle.path(DPKG_COPY), "rb") as f:
+            found = debstatus.unfinished(f, {n for names in wanted.values() for n in names}, DPKG_LIMIT)
+    except OSError:  # not stored (no dpkg on the node, an older bundle): nothing said
+        return
+    for key, names in wanted.items():
+        n = next((n for n in names if n in found), None)
+        if n:
+            versions[key] = {**(versions.get(key) or {"version": None, "basis": None}),
+                             "unfinished": {"package": n, **found[n]}}
 
 
 def _containerd(bundle: Bundle, stored: dict, facts: dict, versions: dict, r: Reading) -> dict | None:
