@@ -321,16 +321,22 @@ def _put(path: Path, parts) -> None:
     UTF-8 (the picture as the chart's child sent it, the page's end from its spill file), written as
     they are. A file is written whole or not at all: into ``<name>.part`` beside it (created afresh, never
     through a link), renamed over ``path`` once complete and removed when writing stops (an error, Ctrl-C),
-    so that an interrupted ``run`` never leaves half a report that reads as the whole one. A ``path`` that
-    exists and is no regular file (``--html /dev/stdout``, a pipe) is written as it is. ``OSError`` names
+    so that an interrupted ``run`` never leaves half a report that reads as the whole one; a report replaced
+    keeps its mode. A ``path`` that is a link (``--html /dev/stdout``) or exists and is no regular file (a pipe)
+    is written through as it is. ``OSError`` names
     ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    direct = path.exists() and not path.is_file()
+    # a link the user named (/dev/stdout, /dev/fd/1, a link to elsewhere) is written through, as before: never
+    # replaced by a file of ours; likewise a target that is no regular file (a pipe, /dev/null)
+    direct = path.is_symlink() or (path.exists() and not path.is_file())
     part = path if direct else path.with_name(path.name + ".part")
     try:
         if not direct:
+            old = os.stat(path).st_mode & 0o7777 if path.exists() else None
             part.unlink(missing_ok=True)  # a stale one, or a link someone put there: never written through
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            if old is not None:
+                os.fchmod(fd, old)  # a private report stays private
         else:
             fd = os.open(part, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     except OSError as e:

@@ -413,8 +413,9 @@ def test_package_logs_stop_at_a_spent_time_budget(tmp_path):
 
 def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_path):
     """A report stopped while it is written (Ctrl-C, a full disk) leaves no half page that reads as the
-    whole one, nor its ``.part``; an old report stays as it was; a link put where the ``.part`` goes is
-    replaced, never written through."""
+    whole one, nor its ``.part``; an old report stays as it was, and keeps its mode when replaced; a link put
+    where the ``.part`` goes is replaced, never written through; a link named as the report is written through
+    (a helper's ``--html /dev/stdout`` replaced /dev/stdout with a file)."""
     from reports.render import _put
 
     def pieces(stop: BaseException | None):
@@ -434,6 +435,15 @@ def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_pa
     assert e.value.errno == 28
     outside.write_text("not the tool's")
     (tmp_path / "report.html.part").symlink_to(outside)
+    page.chmod(0o600)
     _put(page, pieces(None))
     assert page.read_text() == "<html>first half and the second</html>" and not page.is_symlink()
     assert outside.read_text() == "not the tool's" and not (tmp_path / "report.html.part").exists()
+    assert page.stat().st_mode & 0o777 == 0o600  # a private report stays private
+    # a link the user named as the report (``--html /dev/stdout``) is written through, never replaced
+    named, through = tmp_path / "stdout", tmp_path / "redirected.html"
+    through.write_text("")
+    named.symlink_to(through)
+    _put(named, pieces(None))
+    assert named.is_symlink() and through.read_text() == "<html>first half and the second</html>"
+    assert not (tmp_path / "stdout.part").exists()
