@@ -23,7 +23,7 @@ import shlex
 import subprocess
 from datetime import datetime, timezone
 
-from forensics import hostfs
+from forensics import debstatus, hostfs
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.engines import ENGINES
@@ -47,7 +47,6 @@ FILES = [  # (host path, bundle path)
 VERSIONED = ("systemd", "nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
              "libnvidia-container-tools", "snapd", "unattended-upgrades", "kubelet",
              *(n for e in ENGINES.values() if e.version for n in e.version.packages))  # containerd's, Docker's...
-STATUS_LIMIT = 64 << 20
 NAME = "node"
 OPTIONS: list = []  #: none (``--node`` is the pipeline's: ``ctx.node.hostname_override``)
 
@@ -157,7 +156,7 @@ def _sysconfig_zone(ctx: CollectContext) -> str | None:
 def _dpkg_versions(ctx: CollectContext) -> dict:
     """Installed versions of :data:`VERSIONED` packages, streamed from /var/lib/dpkg/status, which is
     also stored whole (bounded) as ``node/dpkg-status``."""
-    art = ctx.writer.copy(ctx.root, "/var/lib/dpkg/status", "node/dpkg-status", limit=STATUS_LIMIT)
+    art = ctx.writer.copy(ctx.root, debstatus.PATH, debstatus.COPY, limit=debstatus.LIMIT)
     if art.status not in (Status.COLLECTED, Status.TRUNCATED):
         return {}
     return parse_dpkg_status(ctx.writer.dir / art.path)
@@ -204,7 +203,7 @@ def _systemd_version(ctx: CollectContext, versions: dict) -> tuple[str | None, s
             if m:
                 return (m.group(2) or m.group(1)), "systemctl --version"
     if "systemd" in versions:
-        return versions["systemd"], "/var/lib/dpkg/status"
+        return versions["systemd"], debstatus.PATH
     return None, None
 
 

@@ -13,6 +13,9 @@ import time
 from typing import BinaryIO, Callable
 
 CHUNK = 1 << 20  #: bytes read at a time
+PATH = "/var/lib/dpkg/status"  #: where dpkg keeps it on a node
+LIMIT = 64 << 20               #: bytes of it any collector reads (a busy host's is a few MB)
+COPY = "node/dpkg-status"      #: the node collector's whole copy of it in a bundle (collectors/node.py)
 #: the end of a stanza: its last newline and the blank lines after it (a line of only whitespace is blank)
 _SEP = re.compile(rb"\n(?:[ \t\r\x0b\x0c]*\n)+")
 _BLANK_END = re.compile(rb"\n[ \t\r\x0b\x0c]*\Z")

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 
+from forensics import debstatus
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
@@ -161,11 +162,11 @@ def _params(bundle, outcome) -> dict:
 
 def _packages(bundle, facts, outcome) -> dict:
     installed, other, sources = {}, {}, []
-    got = _stored(bundle, outcome, userspace.DPKG_STATUS, userspace.dpkg_packages)
+    got = _stored(bundle, outcome, debstatus.PATH, userspace.dpkg_packages)
     if got is not None:
         installed.update(got[0])
         other.update(got[1])
-        sources.append(userspace.DPKG_STATUS)
+        sources.append(debstatus.PATH)
     rpm = facts.get("rpm") or {}
     rpm_list = _stored(bundle, outcome, rpm.get("source") or "", json.loads) if rpm.get("source") else None
     if isinstance(rpm_list, list):

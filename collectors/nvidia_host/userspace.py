@@ -36,8 +36,6 @@ LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib
             "/run/nvidia/driver/usr/lib64", "/home/kubernetes/bin/nvidia/lib64", "/usr/local/nvidia/lib64")
 #: a driver version (390.157, 550.54.15): the sonames (.so.1) and other numbers are not versions
 LIBRARY = re.compile(r"(?P<lib>libnvidia-ml|libcuda)\.so\.(?P<version>[1-9]\d{2,}\.\d+(?:\.\d+)?)")
-DPKG_STATUS = "/var/lib/dpkg/status"
-STATUS_LIMIT = 64 << 20    #: bytes of dpkg's status file read (the node collector's bound)
 MAX_PACKAGES = 1000        #: NVIDIA stanzas / rpm headers kept
 #: package names that are NVIDIA's driver, its libraries and tools (dpkg and rpm)
 PACKAGE_PREFIXES = ("nvidia-", "libnvidia-", "libcuda", "cuda-drivers", "datacenter-gpu-manager", "kmod-nvidia",
@@ -79,21 +77,21 @@ def _dpkg(ctx) -> dict:
     def keep(stanza: bytes) -> bool:  # the first Package: line (a continuation line starts with a blank)
         m = _PACKAGE.search(stanza)
         return m is not None and nvidia_package(m.group(1).decode("utf-8", "replace"))
-    late = ctx.budget_spent(DPKG_STATUS, "filter")
+    late = ctx.budget_spent(debstatus.PATH, "filter")
     if late:
         return {"status": late.status.value}
     try:
-        with hostfs.open_regular(ctx.root, DPKG_STATUS) as f:
-            kept, cut = debstatus.stanzas(f, STATUS_LIMIT, keep, ctx.deadline)
+        with hostfs.open_regular(ctx.root, debstatus.PATH) as f:
+            kept, cut = debstatus.stanzas(f, debstatus.LIMIT, keep, ctx.deadline)
     except OSError as e:
-        a = ctx.writer.record(from_oserror(DPKG_STATUS, "filter", e))
+        a = ctx.writer.record(from_oserror(debstatus.PATH, "filter", e))
         return {"status": a.status.value}
     notes = ("only the stanzas of NVIDIA packages (Package: " + ", ".join(p + "*" for p in PACKAGE_PREFIXES) + ")",)
     if cut:
         notes += (f"truncated: {cut}",)
     if len(kept) > MAX_PACKAGES:
         notes += (f"truncated: {len(kept)} NVIDIA stanzas, the first {MAX_PACKAGES} kept",)
-    a = ctx.writer.write_bytes(f"{REL}/dpkg-status-nvidia", b"\n".join(kept[:MAX_PACKAGES]), DPKG_STATUS, "filter",
+    a = ctx.writer.write_bytes(f"{REL}/dpkg-status-nvidia", b"\n".join(kept[:MAX_PACKAGES]), debstatus.PATH, "filter",
                                notes, status=Status.TRUNCATED if cut or len(kept) > MAX_PACKAGES else Status.COLLECTED)
     return {"status": a.status.value, "stanzas": min(len(kept), MAX_PACKAGES)}
 

@@ -278,10 +278,6 @@ def _stored_versions(bundle: Bundle, facts: dict, node: NodeFacts) -> dict:
     return versions
 
 
-#: the node collector's copy of /var/lib/dpkg/status (collectors/node.py) and the bytes of it read here
-DPKG_COPY, DPKG_LIMIT = "node/dpkg-status", 64 << 20
-
-
 def _unfinished(bundle: Bundle, versions: dict) -> None:
     """In place: a component whose version was not seen, whose package dpkg lists as not finished
     (:data:`forensics.debstatus.UNFINISHED`: an install or upgrade stopped between unpacking and configuring),
@@ -291,8 +287,8 @@ def _unfinished(bundle: Bundle, versions: dict) -> None:
     if not wanted:
         return
     try:
-        with open(bundle.path(DPKG_COPY), "rb") as f:
-            found = debstatus.unfinished(f, {n for names in wanted.values() for n in names}, DPKG_LIMIT)
+        with open(bundle.path(debstatus.COPY), "rb") as f:
+            found = debstatus.unfinished(f, {n for names in wanted.values() for n in names}, debstatus.LIMIT)
     except OSError:  # not stored (no dpkg on the node, an older bundle): nothing said
         return
     for key, names in wanted.items():

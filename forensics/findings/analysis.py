@@ -192,8 +192,8 @@ def _bundle_section(bundle: Bundle, artifacts: list) -> dict:
     those that could not be read."""
     m, records = bundle.manifest, bundle.artifact_records()
     digest = bundle.manifest_sha256 or hashlib.sha256(bundle.path("manifest.json").read_bytes()).hexdigest()
-    return {"path": str(bundle.source), "manifest_sha256": digest, "command_line": m.get("command_line"), "collection": m.get("collection"),
-            "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
+    return {"path": str(bundle.source), "manifest_sha256": digest, "command_line": m.get("command_line"),
+            "collection": m.get("collection"), "tool_version": m.get("tool_version"), "redaction": m.get("redaction"),
             "artifacts": records,
             "missing": [r for r, a in zip(records, artifacts) if a.status in (Status.UNREADABLE, Status.ERROR)]}
 
