@@ -15,6 +15,7 @@ import json
 import errno
 import hashlib
 import os
+import stat
 import time
 import tarfile
 from datetime import datetime, timezone
@@ -58,12 +59,23 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def refuse_pseudo(out: Path, flag: str = "--out") -> None:
-    """Raise :class:`BundleWriteError` when ``out`` (given as ``flag``) lies under /proc or /sys (after symlinks)."""
+    """Raise :class:`BundleWriteError` when ``out`` (given as ``flag``) lies under /proc or /sys (after symlinks),
+    unless it is a pipe or a socket: ``/dev/stdout`` of a process whose output is piped resolves to
+    ``/proc/<pid>/fd/pipe:[…]``, a stream the user gave, not a kernel file."""
     real = os.path.realpath(out)
     for p in PSEUDO:
-        if real == p or real.startswith(p + "/"):
+        if (real == p or real.startswith(p + "/")) and not _stream(out):
             raise BundleWriteError(f"{out}: the output is under {p}, a kernel file system; "
                                    f"give {flag} on a real disk (e.g. /var/tmp/...)", errno.EINVAL)
+
+
+def _stream(path: Path) -> bool:
+    """Whether ``path`` (links followed) is a pipe or a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def refuse_nonempty(out: Path, flag: str = "--out") -> None:

@@ -257,22 +257,45 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
     return write_all(a, {"html": html_path, "markdown": md_path, "json": json_path}, flavor, chart)
 
 
+RULES_FILE = "gpu-alerts.rules.yml"  #: the suggested alert rules' file, beside the first report of a file of its own
+
+
+class RulesNotWritten(Exception):
+    """The suggested alert rules (:data:`RULES_FILE`) could not be written, after every report was:
+    ``error`` the ``OSError`` (its ``filename`` the rules' path), ``written`` the reports' paths."""
+
+    def __init__(self, error: OSError, written: list[Path]):
+        super().__init__(str(error))
+        self.error, self.written = error, written
+
+
 def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> list[Path]:
     """Write each format of :data:`reports.formats.FORMATS` that ``paths`` (``{format name: path or None}``)
     gives a path, the Markdown one in ``flavor`` (see :func:`markdown`); returns the paths written.
     ``chart``: a started :class:`reports.chartproc.ChartChild`, which draws the picture of report.html while
     the rest is rendered (without it, it is drawn here). When the alert audit ran, the suggested rules go
-    beside the first output as ``gpu-alerts.rules.yml`` (PrometheusRule-ready; ``promtool check rules``
-    accepts it)."""
+    last, as :data:`RULES_FILE` (PrometheusRule-ready; ``promtool check rules`` accepts it), beside the first
+    report written as a file of its own: none when every report goes through a link or to a stream
+    (``--html /dev/stdout``; report.html holds them too). ``OSError`` (its ``filename`` the report's) when a
+    report cannot be written; :class:`RulesNotWritten` when only the rules could not be."""
     from .formats import FORMATS
     outs = [(Path(paths[f.name]), f) for f in FORMATS if paths.get(f.name)]
-    done = []
+    done = _write_reports(a, outs, flavor, chart)
     audit = (a.get("metrics") or {}).get("alert_audit") or {}
-    if audit.get("suggested_rules_yaml") and outs:
-        rules = outs[0][0].parent / "gpu-alerts.rules.yml"
-        rules.parent.mkdir(parents=True, exist_ok=True)
-        rules.write_text(audit["suggested_rules_yaml"], encoding="utf-8")
+    beside = next((p for p, _ in outs if not _through(p)), None)
+    if audit.get("suggested_rules_yaml") and beside:
+        rules = beside.parent / RULES_FILE
+        try:
+            _put(rules, [audit["suggested_rules_yaml"]])
+        except OSError as e:
+            raise RulesNotWritten(e, done) from None
         done.append(rules)
+    return done
+
+
+def _write_reports(a: dict, outs: list, flavor: str, chart) -> list[Path]:
+    """The reports of :func:`write_all` (``outs``: ``[(path, format)]``); the paths written."""
+    done: list[Path] = []
     # the big ones are written piece by piece: a report of a busy node is tens of MB of text. The cycle
     # collector is paused meanwhile: ``a`` of a busy node holds a million small acyclic objects that
     # every full collection would walk while matplotlib and jinja allocate (a fifth of the L bench's
@@ -316,6 +339,13 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
     return done
 
 
+def _through(path: Path) -> bool:
+    """Whether ``path`` is written through as it is, never replaced by a file of ours: a link the user named
+    (``/dev/stdout``, ``/dev/fd/1``, a link to elsewhere) or a target that is no regular file (a pipe,
+    ``/dev/null``)."""
+    return path.is_symlink() or (path.exists() and not path.is_file())
+
+
 def _put(path: Path, parts) -> None:
     """Write the pieces ``parts`` to ``path`` (UTF-8), making its directory: text, or bytes already in
     UTF-8 (the picture as the chart's child sent it, the page's end from its spill file), written as
@@ -326,19 +356,20 @@ def _put(path: Path, parts) -> None:
     is written through as it is. ``OSError`` names
     ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # a link the user named (/dev/stdout, /dev/fd/1, a link to elsewhere) is written through, as before: never
-    # replaced by a file of ours; likewise a target that is no regular file (a pipe, /dev/null)
-    direct = path.is_symlink() or (path.exists() and not path.is_file())
+    direct = _through(path)
     part = path if direct else path.with_name(path.name + ".part")
     try:
         if not direct:
-            old = os.stat(path).st_mode & 0o7777 if path.exists() else None
+            try:
+                old = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                old = None
             part.unlink(missing_ok=True)  # a stale one, or a link someone put there: never written through
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
             if old is not None:
                 os.fchmod(fd, old)  # a private report stays private
-        else:
-            fd = os.open(part, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        else:  # a dangling link's target is made, as open(path, "w") made it
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(path)) from None
     try:

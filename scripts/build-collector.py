@@ -25,9 +25,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 PACKAGES = ("forensics", "collectors", "reports")
 VENDORED = ("detect_secrets", "tomli_w", "dateutil", "yaml", "requests", "urllib3", "idna", "certifi",
             "charset_normalizer", "prometheus_client", "jeepney")
-MAIN = '''import sys
-from forensics.ops.cli import main
-sys.exit(main())
+MAIN = '''from forensics.ops.entry import entry
+entry()
 '''
 
 

@@ -81,7 +81,7 @@ def test_the_child_draws_and_is_reaped(demo, tmp_path):
         assert pid and pid != os.getpid()
         written = render.write(a, tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json", chart=child)
         assert child.from_child and child.pid is None
-    assert [p.name for p in written] == ["gpu-alerts.rules.yml", "r.html", "r.md", "r.json"]
+    assert [p.name for p in written] == ["r.html", "r.md", "r.json", "gpu-alerts.rules.yml"]
     assert _gone(pid)
     assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
     assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)

@@ -107,10 +107,12 @@ def test_demo_never_writes_into_a_folder_that_holds_something_and_analyze_points
     assert capsys.readouterr().err == f"gpu-forensics: error: {out}: no manifest.json here; it holds a bundle: {bundle}\n"
 
 
-def test_an_interrupt_after_collection_says_where_the_bundle_is(tmp_path):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_an_interrupt_after_collection_says_where_the_bundle_is(tmp_path, sig):
     """issue 28: ``run`` interrupted while analysing printed only "interrupted by SIGINT"; the bundle
-    was complete and its place is what the engineer needs. SIGINT is sent once ``run`` printed its first
-    verdict line (the bundle is collected and analysed, the reports not yet rendered)."""
+    was complete and its place is what the engineer needs. The signal is sent once ``run`` printed its first
+    verdict line (the bundle is collected and analysed, the reports not yet rendered). SIGTERM (``kill``,
+    ``timeout``, a pod's deletion) and SIGHUP ended the process where it stood, leaving ``r.html.part``."""
     import signal
     import subprocess
     import sys
@@ -125,12 +127,13 @@ def test_an_interrupt_after_collection_says_where_the_bundle_is(tmp_path):
                          stderr=subprocess.PIPE, text=True)
     try:
         first = p.stdout.readline()
-        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.Signals[sig])
         _, err = p.communicate(timeout=120)
     finally:
         p.kill()
     assert first.startswith("Incident ") or first.startswith("No incident")
-    assert p.returncode == 130 and not (tmp_path / "r.html").exists()
-    assert err.splitlines()[-1] == (f"gpu-forensics: interrupted by SIGINT; the bundle was complete and is kept in "
+    assert p.returncode == 128 + signal.Signals[sig] and not (tmp_path / "r.html").exists()
+    assert err.splitlines()[-1] == (f"gpu-forensics: interrupted by {sig}; the bundle was complete and is kept in "
                                     f"{out} (gpu-forensics analyze {out})")
+    assert not list(tmp_path.glob("*.part"))
     assert verify(out) == []

@@ -77,9 +77,15 @@ def test_a_report_that_cannot_be_written_is_one_line_exit_5(bundle, tmp_path, ca
     rc = main(["analyze", str(bundle), "--markdown", str(tmp_path / "f/r.md"), "--html", str(tmp_path / "r.html"),
                "--json", str(tmp_path / "a.json")])
     assert rc == 5
-    assert _err_lines(capsys) == [f"gpu-forensics: error: cannot write the report {tmp_path}/f/r.md: {tmp_path}/f: "
-                                  "File exists (EEXIST); give --markdown (--html, --markdown, --json) a writable "
-                                  "place, e.g. /var/tmp/report.md"]
+    assert _err_lines(capsys) == [f"gpu-forensics: error: cannot write the report {tmp_path}/f/r.md: {tmp_path}/f "
+                                  "is a file, not a folder; give --markdown a writable place, e.g. --markdown "
+                                  "/var/tmp/report.md"]
+    rc = main(["analyze", str(bundle), "--json", str(tmp_path / "f/deeper/a.json"), "--html", str(tmp_path / "r.html"),
+               "--markdown", str(tmp_path / "r.md")])  # mkdir says ENOTDIR a folder below the file
+    assert rc == 5
+    assert _err_lines(capsys) == [f"gpu-forensics: error: cannot write the report {tmp_path}/f/deeper/a.json: "
+                                  f"{tmp_path}/f is a file, not a folder; give --json a writable place, e.g. --json "
+                                  "/var/tmp/analysis.json"]
 
 
 def test_timeline_to_a_full_disk_is_one_line_exit_5(bundle):

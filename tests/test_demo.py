@@ -188,7 +188,7 @@ def test_reports_written_piece_by_piece_are_the_reports(demo, tmp_path):
     from reports import render
     _out, a = demo
     written = render.write(a, tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json")
-    assert [p.name for p in written] == ["gpu-alerts.rules.yml", "r.html", "r.md", "r.json"]
+    assert [p.name for p in written] == ["r.html", "r.md", "r.json", "gpu-alerts.rules.yml"]
     assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8")) == a
     stamp = re.compile(r"report generated [^<]+")  # the only part that moves between two renderings

@@ -415,7 +415,7 @@ def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_pa
     """A report stopped while it is written (Ctrl-C, a full disk) leaves no half page that reads as the
     whole one, nor its ``.part``; an old report stays as it was, and keeps its mode when replaced; a link put
     where the ``.part`` goes is replaced, never written through; a link named as the report is written through
-    (a helper's ``--html /dev/stdout`` replaced /dev/stdout with a file)."""
+    (a helper's ``--html /dev/stdout`` replaced /dev/stdout with a file), a dangling one to the target it names."""
     from reports.render import _put
 
     def pieces(stop: BaseException | None):
@@ -447,3 +447,8 @@ def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_pa
     _put(named, pieces(None))
     assert named.is_symlink() and through.read_text() == "<html>first half and the second</html>"
     assert not (tmp_path / "stdout.part").exists()
+    # a dangling link named as the report: its target is made through it, as open(path, "w") made it
+    dangling, target = tmp_path / "latest.html", tmp_path / "reports-of-today.html"
+    dangling.symlink_to(target.name)
+    _put(dangling, pieces(None))
+    assert dangling.is_symlink() and target.read_text() == "<html>first half and the second</html>"

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from ..output import refuse_pseudo
@@ -91,6 +93,27 @@ def report_paths(args, bundle_path: Path) -> dict[str, Path]:
     base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
     d = bundle_path.with_name(base + "-report")
     return {f.name: Path(getattr(args, f.name, None) or d / f.file) for f in FORMATS}
+
+
+DEV_NULL = os.makedev(1, 3)  #: /dev/null's device number: a report thrown away there shares nothing with a person
+
+
+def human_stream(paths) -> object:
+    """Where the lines for a person go (the verdicts, ``wrote ...``, the summary): ``sys.stderr`` when one of
+    the report ``paths`` is this process's standard output (``--html /dev/stdout``, ``--json /dev/fd/1``, the
+    terminal or pipe it is), so that the report stays whole there; ``sys.stdout`` otherwise."""
+    try:
+        out = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return sys.stdout
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino) and st.st_rdev != DEV_NULL:
+            return sys.stderr
+    return sys.stdout
 
 
 def report_flags() -> tuple[str, ...]:

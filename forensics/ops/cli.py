@@ -5,15 +5,17 @@ named on stderr); 2 usage error (an output that exists or is being written inclu
 or tampered; 4 ``drill``: still exposed; 5 an output could not be written (the bundle: full disk,
 read-only or /proc, /sys output, what was written kept as ``<out>.incomplete``, marked with the
 reason; a report; the timeline on stdout), one line saying what to do; 6 a command this installation
-cannot run (the single-file collector: analyze, fleet, demo); 130 / 143 interrupted by SIGINT /
-SIGTERM (the partial bundle kept the same way).
+cannot run (the single-file collector: analyze, fleet, demo); 130 / 143 / 129 interrupted by SIGINT /
+SIGTERM / SIGHUP (the partial bundle kept the same way; a report being written left as it was).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
+import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,11 +26,12 @@ from ..output import BundleWriteError, describe, refuse_nonempty
 from ..source import option_values
 from ..timeutil import sane_tz
 from ..words import count_of
-from .args import (TIMES_HELP, analyze_args, check_report_paths, collect_args, expect_arg, report_flags, report_paths,
+from .args import (TIMES_HELP, analyze_args, check_report_paths, collect_args, expect_arg, human_stream, report_paths,
                    upload_args)
 from . import say
-from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE,
-                    Unavailable, UsageError, missing_report_libs, need_reports)
+from .entry import entry, quiet_stdout
+from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE, Interrupted,
+                    Unavailable, UsageError, missing_report_libs, need_reports, stopped_by)
 from .verify import cmd_verify, integrity_of as _integrity
 from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
@@ -202,28 +205,45 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     finally:
         b.close()
     a["integrity"] = integrity
-    for v in a["verdicts"]:  # the answer first: before the HTML and its chart are rendered
-        print(v)
-    sys.stdout.flush()
     from reports.formats import FLAVORS, FORMATS
     paths = report_paths(args, bundle_path)
+    human = human_stream(paths.values())
+    for v in a["verdicts"]:  # the answer first: before the HTML and its chart are rendered
+        print(v, file=human)
+    human.flush()
     try:
         written = render.write_all(a, paths, getattr(args, "markdown_flavor", FLAVORS[0]), chart=chart)
+    except render.RulesNotWritten as e:  # every report is written: they are said, then what was not
+        _wrote(e.written, announce, human)
+        raise BundleWriteError(f"cannot write the suggested alert rules {e.error.filename}: {describe(e.error)}; "
+                               "the reports are written, and report.html holds the rules too", e.error.errno) from None
     except OSError as e:  # the file, or a directory render.write_all makes for it
+        if e.errno == errno.EPIPE and human is sys.stderr:  # `--html /dev/stdout | head`: the reader has it
+            raise BrokenPipeError(e.errno, e.strerror) from None
         first = next(iter(paths.items()))
         bad = Path(e.filename or first[1])
         name, path = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), first)
         where = f"{path}: {bad}" if bad != path else f"{path}"
+        # a file where a folder should be: mkdir says EEXIST (the parent itself) or ENOTDIR (one above it)
+        block = (next((q for q in reversed(path.parents) if q.exists() and not q.is_dir()), None)
+                 if e.errno in (errno.EEXIST, errno.ENOTDIR) else None)
+        why = f"{block} is a file, not a folder" if block else describe(e)
+        where = path if block else where
         example = next(f.file for f in FORMATS if f.name == name)
-        raise BundleWriteError(f"cannot write the report {where}: {describe(e)}; give --{name} ("
-                               f"{', '.join(report_flags())}) a writable place, e.g. /var/tmp/{example}",
-                               e.errno) from None
-    if announce:
-        for p in written:
-            print(f"wrote {p}")
+        raise BundleWriteError(f"cannot write the report {where}: {why}; give --{name} a writable place, "
+                               f"e.g. --{name} /var/tmp/{example}", e.errno) from None
+    _wrote(written, announce, human)
     if not integrity["verified"]:
         return EXIT_INVALID
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
+
+
+def _wrote(written: list[Path], announce: bool, human) -> None:
+    """``wrote <path>`` for each file written, to ``human`` (:func:`forensics.ops.args.human_stream`), when
+    ``announce``."""
+    if announce:
+        for p in written:
+            print(f"wrote {p}", file=human)
 
 
 def _summary(bundle: Path, digest: str, args) -> None:
@@ -233,7 +253,7 @@ def _summary(bundle: Path, digest: str, args) -> None:
     from reports.formats import FORMATS
     paths = report_paths(args, bundle)
     shown = "".join(f"{f.said}: {paths[f.name]}\n" for f in FORMATS)
-    print(f"\n{shown}bundle: {bundle}\nmanifest.json sha256: {digest}")
+    print(f"\n{shown}bundle: {bundle}\nmanifest.json sha256: {digest}", file=human_stream(paths.values()))
 
 
 def _upload(bundle: Path, args) -> int:
@@ -277,16 +297,10 @@ def cmd_timeline(args) -> int:
     except BrokenPipeError:
         raise
     except OSError as e:
-        _quiet_stdout()
+        quiet_stdout()
         raise BundleWriteError(f"cannot write the timeline to standard output: {describe(e)}; "
                                "redirect it to a file on a disk with room (> timeline.txt)", e.errno) from None
     return EXIT_OK
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null once a write to it failed, so that the interpreter's flush at exit
-    neither fails again nor prints a traceback (the Python docs' recipe for SIGPIPE)."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def cmd_demo(args) -> int:
@@ -328,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     full = ["gpu-forensics"] + argv
     collected: list[Path] = []  # run: the bundle once collected, named if an interrupt comes later
     try:
-        return _dispatch(args, full, collected)
+        with stopped_by(signal.SIGTERM, signal.SIGHUP):  # a report being written is cleaned up, as on Ctrl-C
+            return _dispatch(args, full, collected)
     except UsageError as e:
         print(f"gpu-forensics: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -343,20 +358,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-forensics: error: {e}{kept}", file=sys.stderr)
         return EXIT_WRITE
     except BrokenPipeError:  # `| head`: the reader has what it wanted
-        _quiet_stdout()
+        quiet_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:
-        kept = (f"; the bundle was complete and is kept in {collected[0]} (gpu-forensics analyze {collected[0]})"
-                if collected else "")
-        print(f"gpu-forensics: interrupted by SIGINT{kept}", file=sys.stderr)
-        return 128 + 2
-    except BaseException as e:
-        from .pipeline import Interrupted
-        if not isinstance(e, Interrupted):
-            raise
-        kept = f"; the partial bundle is kept, marked incomplete, in {e.kept}" if e.kept else ""
-        print(f"gpu-forensics: interrupted by {e.name}{kept}", file=sys.stderr)
-        return 128 + e.signum
+    except (KeyboardInterrupt, Interrupted) as e:
+        stop = e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
+        if stop.kept:
+            kept = f"; the partial bundle is kept, marked incomplete, in {stop.kept}"
+        elif collected:
+            kept = f"; the bundle was complete and is kept in {collected[0]} (gpu-forensics analyze {collected[0]})"
+        else:
+            kept = ""
+        print(f"gpu-forensics: interrupted by {stop.name}{kept}", file=sys.stderr)
+        return 128 + stop.signum
 
 
 def _dispatch(args, full: list[str], collected: list[Path]) -> int:
@@ -408,25 +421,5 @@ def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
     return max(rc, rc2, rc3)
 
 
-def entry() -> None:
-    """The ``gpu-forensics`` console script (and ``python -m forensics.ops.cli``): :func:`main`, then
-    the process ends with its exit code without the interpreter's teardown. After a big bundle the heap
-    holds about a million objects in reference cycles (matplotlib's figure, the readings), and freeing
-    them one by one took 0.4-0.8 s on bench L for nothing: every file main writes is closed, and a
-    ``.tar.gz`` bundle's scratch directory removed, before it returns. Standard output and error are
-    flushed first; a reader that closed the pipe (``| head``) ends it quietly."""
-    try:
-        rc = main()
-    except KeyboardInterrupt:  # before main's own handler: while parsing or importing
-        print("gpu-forensics: interrupted by SIGINT; nothing was collected", file=sys.stderr)
-        rc = 128 + 2
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):
-            _quiet_stdout()
-    os._exit(rc if isinstance(rc, int) else EXIT_USAGE)
-
-
 if __name__ == "__main__":
-    entry()
+    entry(main)

@@ -1,8 +1,13 @@
 """The exit codes of ``gpu-forensics`` (the table is :mod:`forensics.ops.cli`'s docstring) and the errors
-that end a command with one of them: :class:`UsageError` (2) and :class:`Unavailable` (6)."""
+that end a command with one of them: :class:`UsageError` (2), :class:`Unavailable` (6) and
+:class:`Interrupted` (128 + the signal)."""
 from __future__ import annotations
 
 import importlib.util
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE, EXIT_INVALID, EXIT_WRITE, EXIT_UNAVAILABLE = 0, 1, 2, 3, 5, 6
 #: what the reports import beyond ``collect`` (pyproject.toml's "report" extra; absent from the node image)
@@ -16,6 +21,36 @@ class UsageError(Exception):
 class Unavailable(Exception):
     """What this installation cannot do (the single-file collector and the node image collect only: no
     report libraries, no sample node); printed as one line saying where to do it, exit code 6."""
+
+
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived (:func:`stopped_by`, :func:`forensics.ops.pipeline.interruptible`);
+    ``kept`` is the partial bundle, once kept. A ``BaseException``, so that no collector's ``except Exception``
+    swallows it; exit code 128 + ``signum``."""
+
+    def __init__(self, signum: int, kept: Path | None = None):
+        super().__init__(signum)
+        self.signum, self.kept = signum, kept
+        self.name = signal.Signals(signum).name
+
+
+@contextmanager
+def stopped_by(*signums: int):
+    """Meanwhile each of ``signums`` raises :class:`Interrupted` in the main thread (elsewhere nothing changes),
+    so that what is being written is cleaned up on the way out (a report's ``.part``, a bundle kept as
+    incomplete) instead of the process dying where it stands; the old handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+    old = {s: signal.signal(s, handler) for s in signums}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def need_reports(cmd: str) -> None:

@@ -28,6 +28,7 @@ from ..output import BundleWriteError
 from ..redact import description as redaction_description, redact_argv
 from ..source import FACT_KEYS, CollectContext, Option, Reading, Readings, option_values, recorded_options
 from ..timeutil import iso_z
+from .exits import Interrupted, stopped_by
 
 
 def collector_options() -> list[Option]:
@@ -175,35 +176,14 @@ def budget_cuts(artifacts: list[Artifact]) -> list[tuple[str, str]]:
     return list(out.items())
 
 
-class Interrupted(BaseException):
-    """SIGINT, SIGTERM or SIGHUP arrived (:func:`interruptible`); ``kept`` is the partial bundle, once kept.
-    A ``BaseException``, so that no collector's ``except Exception`` swallows it."""
-
-    def __init__(self, signum: int, kept: Path | None = None):
-        super().__init__(signum)
-        self.signum, self.kept = signum, kept
-        self.name = signal.Signals(signum).name
-
-
 @contextmanager
 def interruptible():
     """SIGINT, SIGTERM (a DaemonSet's pod being deleted, a CI cancel, ``timeout``) and SIGHUP (the
-    terminal gone) raise :class:`Interrupted` meanwhile (main thread only; elsewhere nothing changes).
+    terminal gone) raise :class:`Interrupted` meanwhile (:func:`forensics.ops.exits.stopped_by`).
     The first one waits for the journal's child (what it reads is kept); the next kills it with its
     readers (:func:`collectors.journal.isolate.kill`), so that nothing this run started outlives it."""
-    import threading
-    if threading.current_thread() is not threading.main_thread():
+    with stopped_by(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         yield
-        return
-
-    def handler(signum, _frame):
-        raise Interrupted(signum)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def read_all(bundle: Bundle, defer: bool = False) -> Readings:
