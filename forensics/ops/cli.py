@@ -29,9 +29,8 @@ from ..words import count_of
 from .args import (TIMES_HELP, analyze_args, check_report_paths, collect_args, expect_arg, human_stream, report_paths,
                    upload_args)
 from . import say
-from .entry import entry, quiet_stdout
 from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE, Interrupted,
-                    Unavailable, UsageError, missing_report_libs, need_reports, stopped_by)
+                    Unavailable, UsageError, finish, missing_report_libs, need_reports, quiet_stdout, stopped_by)
 from .verify import cmd_verify, integrity_of as _integrity
 from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
@@ -421,5 +420,5 @@ def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
     return max(rc, rc2, rc3)
 
 
-if __name__ == "__main__":
-    entry(main)
+if __name__ == "__main__":  # the console script is forensics.ops.entry
+    finish(main())
