@@ -15,6 +15,7 @@ import json
 import errno
 import hashlib
 import os
+import re
 import stat
 import time
 import tarfile
@@ -26,6 +27,7 @@ MARKER = "collection did not finish; this bundle is not complete\n"
 #: outputs refused before anything is written: kernel file systems, where "writing a file" is a
 #: kernel interface (a mkdir under /sys/fs/cgroup makes a cgroup), never a place for evidence
 PSEUDO = ("/proc", "/sys")
+_FD = re.compile(r"/proc/(?:self|\d+)/fd/(\d+)")  #: a descriptor's link, as /dev/stdout resolves
 
 
 class BundleWriteError(OSError):
@@ -63,6 +65,10 @@ def refuse_pseudo(out: Path, flag: str = "--out") -> None:
     unless it is a pipe or a socket: ``/dev/stdout`` of a process whose output is piped resolves to
     ``/proc/<pid>/fd/pipe:[…]``, a stream the user gave, not a kernel file."""
     real = os.path.realpath(out)
+    closed = _FD.fullmatch(real)
+    if closed and not os.path.exists(out):  # /dev/stdout of a process started with >&-
+        raise BundleWriteError(f"{out}: file descriptor {closed.group(1)} is not open; give {flag} a file "
+                               "(e.g. /var/tmp/...)", errno.EBADF)
     for p in PSEUDO:
         if (real == p or real.startswith(p + "/")) and not _stream(out):
             raise BundleWriteError(f"{out}: the output is under {p}, a kernel file system; "

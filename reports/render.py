@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import io
 import json
-import os
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from forensics.timeutil import to_second, within
 from forensics.words import count_of
 
 from . import ticket
+from .files import put, target
 from .timeline import inert
 
 
@@ -153,7 +153,7 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
     """``parts`` with the picture from ``chart.svg_utf8(a)`` where :data:`_PLACE` is; what follows it is
     rendered before the picture is asked for, and kept in pieces of about :data:`SPILL_PIECE` characters, as UTF-8: in memory, or
     with ``spill`` (a directory) in an unnamed temporary file there, read back after the picture. The
-    picture and that end are yielded as UTF-8 bytes (:func:`_put` writes them as they are)."""
+    picture and that end are yielded as UTF-8 bytes (:func:`reports.files.put` writes them as they are)."""
     for chunk in parts:
         if pending.reached and chunk == _PLACE:
             break
@@ -260,12 +260,13 @@ def write(a: dict, html_path: Path | None, md_path: Path | None, json_path: Path
 RULES_FILE = "gpu-alerts.rules.yml"  #: the suggested alert rules' file, beside the first report of a file of its own
 
 
-class RulesNotWritten(Exception):
-    """The suggested alert rules (:data:`RULES_FILE`) could not be written, after every report was:
-    ``error`` the ``OSError`` (its ``filename`` the rules' path), ``written`` the reports' paths."""
+class WriteFailed(OSError):
+    """A report or the suggested rules could not be written, after every other one was tried: the first
+    ``OSError`` (``error``; its ``errno``, ``strerror`` and ``filename``, the path as named), and ``written``,
+    the paths written."""
 
     def __init__(self, error: OSError, written: list[Path]):
-        super().__init__(str(error))
+        super().__init__(error.errno, error.strerror, error.filename)
         self.error, self.written = error, written
 
 
@@ -275,27 +276,36 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
     ``chart``: a started :class:`reports.chartproc.ChartChild`, which draws the picture of report.html while
     the rest is rendered (without it, it is drawn here). When the alert audit ran, the suggested rules go
     last, as :data:`RULES_FILE` (PrometheusRule-ready; ``promtool check rules`` accepts it), beside the first
-    report written as a file of its own: none when every report goes through a link or to a stream
-    (``--html /dev/stdout``; report.html holds them too). ``OSError`` (its ``filename`` the report's) when a
-    report cannot be written; :class:`RulesNotWritten` when only the rules could not be."""
+    report written as a file of its own: none when every report goes to a stream or a device
+    (``--html /dev/stdout``; report.html holds them too). Each is written (:func:`reports.files.put`) even when one before
+    it could not be; then :class:`WriteFailed` names the first that could not."""
     from .formats import FORMATS
     outs = [(Path(paths[f.name]), f) for f in FORMATS if paths.get(f.name)]
-    done = _write_reports(a, outs, flavor, chart)
+    errors: dict[Path, OSError] = {}
+    _write_reports(a, outs, flavor, chart, errors)
+    done = [p for p, _ in outs if p not in errors]
     audit = (a.get("metrics") or {}).get("alert_audit") or {}
-    beside = next((p for p, _ in outs if not _through(p)), None)
+    beside = next((t for t in (target(p) for p in done) if t[0] == "file"), (None, None, None))[1]
     if audit.get("suggested_rules_yaml") and beside:
         rules = beside.parent / RULES_FILE
         try:
-            _put(rules, [audit["suggested_rules_yaml"]])
+            put(rules, [audit["suggested_rules_yaml"]])
+            done.append(rules)
         except OSError as e:
-            raise RulesNotWritten(e, done) from None
-        done.append(rules)
+            errors[rules] = e
+    if errors:
+        raise WriteFailed(next(iter(errors.values())), done)
     return done
 
 
-def _write_reports(a: dict, outs: list, flavor: str, chart) -> list[Path]:
-    """The reports of :func:`write_all` (``outs``: ``[(path, format)]``); the paths written."""
-    done: list[Path] = []
+def _write_reports(a: dict, outs: list, flavor: str, chart, errors: dict) -> None:
+    """The reports of :func:`write_all` (``outs``: ``[(path, format)]``), each tried; ``errors`` gets
+    ``{path: OSError}`` of those that could not be written."""
+    def put_one(path: Path, parts) -> None:
+        try:
+            put(path, parts)
+        except OSError as e:
+            errors[path] = e
     # the big ones are written piece by piece: a report of a busy node is tens of MB of text. The cycle
     # collector is paused meanwhile: ``a`` of a busy node holds a million small acyclic objects that
     # every full collection would walk while matplotlib and jinja allocate (a fifth of the L bench's
@@ -304,90 +314,28 @@ def _write_reports(a: dict, outs: list, flavor: str, chart) -> list[Path]:
     gc.disable()
     try:
         html_path = next((p for p, f in outs if f.name == "html"), None)
-        others = [(p, lambda a, r=f.parts(): r(a, flavor)) for p, f in outs if f.name != "html"]
         if chart is None or not html_path:
             for path, f in outs:
-                _put(path, f.parts()(a, flavor))
-                done.append(path)
-            return done
+                put_one(path, f.parts()(a, flavor))
+            return
         # with a child drawing the picture: the other formats are written while it draws, once the rest of
-        # report.html is rendered. Their errors are raised after report.html is whole, an error of
-        # report.html's first
+        # report.html is rendered (or once report.html failed)
         chart.send(a)
-        late: list[OSError] = []
         called = []
 
         def meanwhile() -> None:
             called.append(True)
-            try:
-                for path, parts in others:
-                    _put(path, parts(a))
-            except OSError as e:
-                late.append(e)
-        # the page after the picture waits in the report's own directory, unless the report is no file there
-        # (--html /dev/stdout)
-        spill = html_path.parent if html_path.is_file() or not html_path.exists() else None
-        _put(html_path, _html_parts(a, chart, meanwhile, spill=spill))
+            for path, f in outs:
+                if f.name != "html":
+                    put_one(path, f.parts()(a, flavor))
+        # the page after the picture waits beside the report's file, unless it goes to a stream or a device
+        kind, where, _ = target(html_path)
+        put_one(html_path, _html_parts(a, chart, meanwhile, spill=where.parent if kind == "file" else None))
         if not called:
             meanwhile()
-        if late:
-            raise late[0]
-        done += [path for path, _ in outs]
     finally:
         if enabled:
             gc.enable()
-    return done
-
-
-def _through(path: Path) -> bool:
-    """Whether ``path`` is written through as it is, never replaced by a file of ours: a link the user named
-    (``/dev/stdout``, ``/dev/fd/1``, a link to elsewhere) or a target that is no regular file (a pipe,
-    ``/dev/null``)."""
-    return path.is_symlink() or (path.exists() and not path.is_file())
-
-
-def _put(path: Path, parts) -> None:
-    """Write the pieces ``parts`` to ``path`` (UTF-8), making its directory: text, or bytes already in
-    UTF-8 (the picture as the chart's child sent it, the page's end from its spill file), written as
-    they are. A file is written whole or not at all: into ``<name>.part`` beside it (created afresh, never
-    through a link), renamed over ``path`` once complete and removed when writing stops (an error, Ctrl-C),
-    so that an interrupted ``run`` never leaves half a report that reads as the whole one; a report replaced
-    keeps its mode. A ``path`` that is a link (``--html /dev/stdout``) or exists and is no regular file (a pipe)
-    is written through as it is. ``OSError`` names
-    ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    direct = _through(path)
-    part = path if direct else path.with_name(path.name + ".part")
-    try:
-        if not direct:
-            try:
-                old = os.stat(path).st_mode & 0o7777
-            except FileNotFoundError:
-                old = None
-            part.unlink(missing_ok=True)  # a stale one, or a link someone put there: never written through
-            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-            if old is not None:
-                os.fchmod(fd, old)  # a private report stays private
-        else:  # a dangling link's target is made, as open(path, "w") made it
-            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    try:
-        with open(fd, "w", encoding="utf-8") as f:
-            for piece in parts:
-                if isinstance(piece, str):
-                    f.write(piece)
-                else:
-                    f.flush()
-                    f.buffer.write(piece)
-        if not direct:
-            os.replace(part, path)
-    except BaseException as e:
-        if not direct:
-            part.unlink(missing_ok=True)
-        if isinstance(e, OSError) and e.filename in (None, str(part)):
-            raise OSError(e.errno, e.strerror, str(path)) from None
-        raise
 
 
 # -- the integrity banner (analysis.json's "integrity", set by ``analyze``, which verifies first) ------

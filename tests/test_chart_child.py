@@ -5,6 +5,7 @@ hangs, the parent draws the same one.
 from __future__ import annotations
 
 import json
+import errno
 import os
 import pickle
 import re
@@ -161,15 +162,19 @@ def test_a_child_that_does_not_answer_is_killed_and_the_parent_draws(demo, tmp_p
     assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
 
 
-def test_an_unwritable_report_md_is_the_error_and_report_html_is_whole(demo, tmp_path):
+def test_an_unwritable_report_md_is_the_error_and_the_others_are_whole(demo, tmp_path):
+    """report.md's folder is a file: it is the error, and report.html, analysis.json and the rules are written
+    all the same (one bad path stopped the reports after it)."""
     _, a = demo
     (tmp_path / "file").write_text("not a directory")
     with ChartChild() as child:
-        with pytest.raises(OSError) as e:
+        with pytest.raises(render.WriteFailed) as e:
             render.write(a, tmp_path / "r.html", tmp_path / "file" / "r.md", tmp_path / "r.json", chart=child)
     assert e.value.filename == str(tmp_path / "file")  # the directory report.md needs
+    assert isinstance(e.value, OSError) and e.value.errno == errno.EEXIST
+    assert e.value.written == [tmp_path / "r.html", tmp_path / "r.json", tmp_path / "gpu-alerts.rules.yml"]
     assert STAMP.sub("", (tmp_path / "r.html").read_text(encoding="utf-8")) == STAMP.sub("", render.html(a))
-    assert not (tmp_path / "r.json").exists()  # as without the child: nothing after the report that failed
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == render.to_json(a)
 
 
 def test_the_input_goes_in_batches_and_comes_back_whole(demo, monkeypatch):

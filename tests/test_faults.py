@@ -416,7 +416,7 @@ def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_pa
     whole one, nor its ``.part``; an old report stays as it was, and keeps its mode when replaced; a link put
     where the ``.part`` goes is replaced, never written through; a link named as the report is written through
     (a helper's ``--html /dev/stdout`` replaced /dev/stdout with a file), a dangling one to the target it names."""
-    from reports.render import _put
+    from reports.files import put as _put
 
     def pieces(stop: BaseException | None):
         yield "<html>first half"
@@ -452,3 +452,12 @@ def test_a_report_is_written_whole_or_not_at_all_and_never_through_a_link(tmp_pa
     dangling.symlink_to(target.name)
     _put(dangling, pieces(None))
     assert dangling.is_symlink() and target.read_text() == "<html>first half and the second</html>"
+    # interrupted through a link: the target it names keeps its old report, replaced whole or not at all
+    with pytest.raises(KeyboardInterrupt):
+        _put(dangling, pieces(KeyboardInterrupt()))
+    assert dangling.is_symlink() and target.read_text() == "<html>first half and the second</html>"
+    assert not list(tmp_path.glob("*.part"))
+    # a name of 254 bytes, the most but one a file system takes: its .part is cut to fit
+    long = tmp_path / ("r" * 249 + ".html")
+    _put(long, pieces(None))
+    assert long.read_text() == "<html>first half and the second</html>" and not list(tmp_path.glob("*.part"))

@@ -73,8 +73,8 @@ def test_rules_that_cannot_be_written_come_after_every_report_in_their_own_line(
     assert rc == 5
     cap = capsys.readouterr()
     assert cap.err.splitlines() == [f"gpu-forensics: error: cannot write the suggested alert rules {tmp_path}/{RULES}: "
-                                    "Is a directory (EISDIR); the reports are written, and report.html holds the "
-                                    "rules too"]
+                                    f"Is a directory (EISDIR); the reports are written, and {tmp_path}/r.html holds "
+                                    "the rules too"]
     assert cap.out.splitlines()[-3:] == [f"wrote {tmp_path}/r.html", f"wrote {tmp_path}/r.md",
                                          f"wrote {tmp_path}/a.json"]
     assert (tmp_path / "r.html").read_text().rstrip().endswith("</html>")
@@ -98,6 +98,78 @@ def test_ctrl_c_while_the_tool_loads_is_one_line_not_a_traceback(tmp_path):
               "entry()\n")
     p = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(tmp_path / "b")], cwd=PROJECT,
                        capture_output=True, text=True, timeout=60)
-    assert (p.returncode, p.stdout, p.stderr) == (130, "", "gpu-forensics: interrupted by SIGINT; nothing was "
-                                                            "collected\n")
+    assert (p.returncode, p.stdout, p.stderr) == (130, "", "gpu-forensics: interrupted by SIGINT while starting; "
+                                                            "nothing was written\n")
     assert not (tmp_path / "b").exists()
+
+
+def test_the_page_on_stdout_keeps_its_place_and_a_folder_gets_the_default_names(demo, tmp_path):
+    """``--html -`` is standard output (it wrote a file named ``-``); stdout opened for appending (``>> log``)
+    keeps what it held (/dev/stdout was reopened and truncated); a folder given with its ``/`` gets the
+    format's default name in it (pathlib made ``o/`` a file named ``o``)."""
+    log = tmp_path / "log.txt"
+    log.write_text("an earlier line\n")
+    with open(log, "a") as out:
+        p = _cli("analyze", str(demo), "--html", "-", "--markdown", f"{tmp_path}/o/", "--json", str(tmp_path / "a.json"),
+                 stdout=out, stderr=subprocess.PIPE)
+    assert p.returncode == 0, p.stderr
+    text = log.read_text()
+    assert text.startswith("an earlier line\n<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert p.stderr.splitlines()[-4:] == ["wrote /dev/stdout", f"wrote {tmp_path}/o/report.md",
+                                          f"wrote {tmp_path}/a.json", f"wrote {tmp_path}/o/{RULES}"]
+    assert (tmp_path / "o/report.md").read_text().startswith("## ")
+
+
+def test_a_reader_that_closes_the_page_early_costs_only_the_page(tmp_path):
+    """``run ... --html /dev/stdout | head -c 10``: the reader's close (EPIPE) ended the run quietly before
+    the Markdown, the JSON and the summary with the bundle's place and its manifest's SHA-256."""
+    from forensics.ops.cli import SAMPLE_ROOT
+    from forensics.bundle import verify
+    sys.path.insert(0, str(PROJECT / "samples"))
+    import build
+    build.ensure_journal()
+    p = subprocess.Popen([sys.executable, "-m", "forensics.ops.cli", "run", "--root", str(SAMPLE_ROOT), "--out",
+                          str(tmp_path / "b"), "--html", "/dev/stdout", "--markdown", str(tmp_path / "m.md"), "--json",
+                          str(tmp_path / "a.json")], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        head = p.stdout.read(10)
+        p.stdout.close()
+        err = p.stderr.read()
+        p.wait(timeout=120)
+    finally:
+        p.kill()
+    assert head == "<!DOCTYPE " and p.returncode == 0
+    lines = err.splitlines()
+    assert lines[-5:-1] == ["report: /dev/stdout", f"ticket text: {tmp_path}/m.md", f"analysis: {tmp_path}/a.json",
+                            f"bundle: {tmp_path}/b"]
+    assert lines[-1].startswith("manifest.json sha256: ") and verify(tmp_path / "b") == []
+    assert json.loads((tmp_path / "a.json").read_text())["schema"] == "gpu-forensics/analysis/v1"
+    assert (tmp_path / "m.md").read_text().startswith("## ") and not list(tmp_path.glob("*.part"))
+
+
+def test_report_paths_that_would_clash_or_spoil_the_bundle_are_refused_first(demo, tmp_path, capsys):
+    """Two reports on one file (the second left holding the first's place, then ENOENT for the rename), or a
+    report written inside the bundle (which then failed ``verify``), are usage errors before anything is
+    written; one bad report path no longer stops the others; a closed standard output is said so."""
+    rc = main(["analyze", str(demo), "--html", str(tmp_path / "same.out"), "--markdown", f"{tmp_path}/./same.out"])
+    assert rc == 2 and capsys.readouterr().err.splitlines() == [
+        f"gpu-forensics: error: --html and --markdown name the same file ({tmp_path}/same.out); give each report its own"]
+    rc = main(["analyze", str(demo), "--json", str(demo / "a.json")])
+    assert rc == 2 and capsys.readouterr().err.splitlines() == [
+        f"gpu-forensics: error: --json {demo}/a.json is inside the bundle {demo}: a file written there makes it no "
+        f"longer match its manifest; give a path outside it (the default is {demo}-report/)"]
+    assert sorted(q.name for q in tmp_path.iterdir()) == [] and not (demo / "a.json").exists()
+    (tmp_path / "f").write_text("a file")
+    rc = main(["analyze", str(demo), "--html", str(tmp_path / "f/r.html"), "--markdown", str(tmp_path / "r.md"),
+               "--json", str(tmp_path / "a.json")])
+    cap = capsys.readouterr()
+    assert rc == 5 and cap.err.splitlines() == [
+        f"gpu-forensics: error: cannot write the report {tmp_path}/f/r.html: {tmp_path}/f is a file, not a folder; "
+        "give --html a writable place, e.g. --html /var/tmp/report.html"]
+    assert cap.out.splitlines()[-3:] == [f"wrote {tmp_path}/r.md", f"wrote {tmp_path}/a.json", f"wrote {tmp_path}/{RULES}"]
+    p = subprocess.run(f"exec {sys.executable} -m forensics.ops.cli analyze {demo} --html /dev/stdout --markdown "
+                       f"{tmp_path}/x.md --json {tmp_path}/x.json >&-", shell=True, cwd=PROJECT, capture_output=True,
+                       text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (5, "gpu-forensics: error: /dev/stdout: file descriptor 1 is not open; give "
+                                           "--html a file (e.g. /var/tmp/...)\n")

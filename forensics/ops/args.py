@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from pathlib import Path
 
 from ..output import refuse_pseudo
+from .exits import UsageError
 
 #: the epilog of ``collect`` and ``run`` on the time forms (:func:`forensics.timeutil.parse_when`)
 TIMES_HELP = """
@@ -87,12 +89,28 @@ def upload_args(p: argparse.ArgumentParser) -> None:
 
 
 def report_paths(args, bundle_path: Path) -> dict[str, Path]:
-    """``{format name: path}`` for every format of :data:`reports.formats.FORMATS`: its flag's value, else
-    its default file in ``<bundle>-report/``."""
+    """``{format name: path}`` for every format of :data:`reports.formats.FORMATS`: its flag's value
+    (:func:`given_path`), else its default file in ``<bundle>-report/``."""
     from reports.formats import FORMATS
     base = bundle_path.name[: -len(".tar.gz")] if bundle_path.name.endswith(".tar.gz") else bundle_path.name
     d = bundle_path.with_name(base + "-report")
-    return {f.name: Path(getattr(args, f.name, None) or d / f.file) for f in FORMATS}
+    return {f.name: given_path(getattr(args, f.name, None), f.file) if getattr(args, f.name, None) else d / f.file
+            for f in FORMATS}
+
+
+#: what names standard output as a report's path, besides ``-``
+STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def given_path(value: str, file: str) -> Path:
+    """A report flag's ``value`` as a path: ``-`` is standard output (``/dev/stdout``); a folder (one that
+    exists, or a value ending in ``/``) gets the format's default ``file`` in it (pathlib would read
+    ``reports/`` as a file named ``reports``)."""
+    if value == "-":
+        return Path(STDOUT_NAMES[0])
+    if value.endswith("/") or os.path.isdir(value):
+        return Path(value) / file
+    return Path(value)
 
 
 DEV_NULL = os.makedev(1, 3)  #: /dev/null's device number: a report thrown away there shares nothing with a person
@@ -100,8 +118,12 @@ DEV_NULL = os.makedev(1, 3)  #: /dev/null's device number: a report thrown away 
 
 def human_stream(paths) -> object:
     """Where the lines for a person go (the verdicts, ``wrote ...``, the summary): ``sys.stderr`` when one of
-    the report ``paths`` is this process's standard output (``--html /dev/stdout``, ``--json /dev/fd/1``, the
-    terminal or pipe it is), so that the report stays whole there; ``sys.stdout`` otherwise."""
+    the report ``paths`` names standard output (:data:`STDOUT_NAMES`), is it (the terminal, file or pipe it is;
+    /dev/null aside), or standard output is closed, so that the report stays whole there; ``sys.stdout``
+    otherwise."""
+    paths = list(paths)
+    if sys.stdout is None or any(str(p) in STDOUT_NAMES for p in paths):
+        return sys.stderr
     try:
         out = os.fstat(sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
@@ -122,10 +144,33 @@ def report_flags() -> tuple[str, ...]:
     return tuple(f.flag for f in FORMATS)
 
 
-def check_report_paths(args) -> None:
-    """The report formats' paths (``--html``, ``--markdown``, ``--json``) under /proc or /sys are refused
-    before anything is done (:func:`forensics.output.refuse_pseudo`; exit 5)."""
+def check_report_paths(args, bundle_path: Path | None) -> None:
+    """Before anything is done: a report path under /proc or /sys is refused (:func:`forensics.output.refuse_pseudo`;
+    exit 5); two reports written to one file or stream (a terminal or /dev/null aside), or a report inside the
+    bundle ``bundle_path`` (it would no longer match its manifest; ``None``: not named yet, only the paths given
+    are compared), are :class:`UsageError` (exit 2)."""
+    from reports.formats import FORMATS
     for flag in report_flags():
         given = getattr(args, flag[2:], None)
         if given:
-            refuse_pseudo(Path(given), flag)
+            refuse_pseudo(given_path(given, "x"), flag)
+    paths = report_paths(args, bundle_path or Path("/nonexistent/bundle"))
+    seen: dict = {}
+    inside = os.path.realpath(bundle_path) + os.sep if bundle_path else None
+    for f in FORMATS:
+        if bundle_path is None and not getattr(args, f.name, None):
+            continue
+        p = paths[f.name]
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISCHR(st.st_mode):
+            continue
+        key = (st.st_dev, st.st_ino) if st is not None else os.path.realpath(p)
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {f.flag} name the same file ({p}); give each report its own")
+        seen[key] = f.flag
+        if inside and os.path.realpath(p).startswith(inside):
+            raise UsageError(f"{f.flag} {p} is inside the bundle {bundle_path}: a file written there makes it no longer "
+                             f"match its manifest; give a path outside it (the default is {bundle_path}-report/)")

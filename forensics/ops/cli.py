@@ -204,7 +204,7 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     finally:
         b.close()
     a["integrity"] = integrity
-    from reports.formats import FLAVORS, FORMATS
+    from reports.formats import FLAVORS
     paths = report_paths(args, bundle_path)
     human = human_stream(paths.values())
     for v in a["verdicts"]:  # the answer first: before the HTML and its chart are rendered
@@ -212,26 +212,11 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
     human.flush()
     try:
         written = render.write_all(a, paths, getattr(args, "markdown_flavor", FLAVORS[0]), chart=chart)
-    except render.RulesNotWritten as e:  # every report is written: they are said, then what was not
+    except render.WriteFailed as e:  # every other one is written: they are said, then what was not
         _wrote(e.written, announce, human)
-        raise BundleWriteError(f"cannot write the suggested alert rules {e.error.filename}: {describe(e.error)}; "
-                               "the reports are written, and report.html holds the rules too", e.error.errno) from None
-    except OSError as e:  # the file, or a directory render.write_all makes for it
-        if e.errno == errno.EPIPE and human is sys.stderr:  # `--html /dev/stdout | head`: the reader has it
-            raise BrokenPipeError(e.errno, e.strerror) from None
-        first = next(iter(paths.items()))
-        bad = Path(e.filename or first[1])
-        name, path = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), first)
-        where = f"{path}: {bad}" if bad != path else f"{path}"
-        # a file where a folder should be: mkdir says EEXIST (the parent itself) or ENOTDIR (one above it)
-        block = (next((q for q in reversed(path.parents) if q.exists() and not q.is_dir()), None)
-                 if e.errno in (errno.EEXIST, errno.ENOTDIR) else None)
-        why = f"{block} is a file, not a folder" if block else describe(e)
-        where = path if block else where
-        example = next(f.file for f in FORMATS if f.name == name)
-        raise BundleWriteError(f"cannot write the report {where}: {why}; give --{name} a writable place, "
-                               f"e.g. --{name} /var/tmp/{example}", e.errno) from None
-    _wrote(written, announce, human)
+        _write_failed(e.error, paths, human)
+    else:
+        _wrote(written, announce, human)
     if not integrity["verified"]:
         return EXIT_INVALID
     return EXIT_MISSING if a["bundle"]["missing"] else EXIT_OK
@@ -239,10 +224,42 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
 
 def _wrote(written: list[Path], announce: bool, human) -> None:
     """``wrote <path>`` for each file written, to ``human`` (:func:`forensics.ops.args.human_stream`), when
-    ``announce``."""
+    ``announce``; a path's control characters escaped (one line each)."""
+    from reports.timeline import inert
     if announce:
         for p in written:
-            print(f"wrote {p}", file=human)
+            print(f"wrote {inert(str(p), newline=False)}", file=human)
+
+
+def _write_failed(e: OSError, paths: dict, human) -> None:
+    """Raise :class:`BundleWriteError` for the report or rules file that :func:`reports.render.write_all` could
+    not write (``e``, its ``filename`` the path as given, or a folder made for it), in one line saying what to
+    do; nothing when a reader closed the page's stream (``--html /dev/stdout | head``: it has what it wanted)."""
+    from reports.formats import FORMATS
+    from reports.render import RULES_FILE
+    from reports.timeline import inert
+    if e.errno == errno.EPIPE and human is sys.stderr:
+        quiet_stdout()
+        return
+    bad = Path(e.filename or "")
+    named = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), None)
+    if named is None:  # the rules, beside a report
+        html = paths.get("html")
+        raise BundleWriteError(f"cannot write the suggested alert rules {inert(str(bad), newline=False)}: "
+                               f"{describe(e)}; the reports are written"
+                               + (f", and {inert(str(html), newline=False)} holds the rules too" if html else ""),
+                               e.errno)
+    name, path = named
+    where = f"{path}: {bad}" if bad != path else f"{path}"
+    # a file where a folder should be: mkdir says EEXIST (the parent itself) or ENOTDIR (one above it)
+    block = (next((q for q in reversed(path.parents) if q.exists() and not q.is_dir()), None)
+             if e.errno in (errno.EEXIST, errno.ENOTDIR) else None)
+    why = f"{block} is a file, not a folder" if block else describe(e)
+    where = path if block else where
+    example = next(f.file for f in FORMATS if f.name == name)
+    raise BundleWriteError(f"cannot write the report {inert(str(where), newline=False)}: "
+                           f"{inert(why, newline=False)}; give --{name} a writable place, e.g. --{name} "
+                           f"/var/tmp/{example}", e.errno)
 
 
 def _summary(bundle: Path, digest: str, args) -> None:
@@ -377,7 +394,7 @@ def _dispatch(args, full: list[str], collected: list[Path]) -> int:
         return cmd_collect(args, full)[1]
     if args.cmd == "analyze":
         need_reports("analyze")
-        check_report_paths(args)
+        check_report_paths(args, Path(args.bundle))
         return cmd_analyze(Path(args.bundle), args)
     if args.cmd == "run":
         return _cmd_run(args, full, collected)
@@ -403,7 +420,7 @@ def _dispatch(args, full: list[str], collected: list[Path]) -> int:
 def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
     """``run``: collect, then analyze the bundle here (the picture drawn by a child started first, so that
     matplotlib is imported while collecting), then upload it when asked."""
-    check_report_paths(args)
+    check_report_paths(args, Path(args.out) if args.out else None)
     missing = missing_report_libs()
     with _chart_child(not missing) as chart:
         path, rc, digest = cmd_collect(args, full, announce=False)

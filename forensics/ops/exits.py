@@ -82,7 +82,8 @@ def finish(rc) -> None:
     Standard output and error are flushed first; a reader that closed the pipe (``| head``) ends it quietly."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started with that descriptor closed (>&-)
+                stream.flush()
         except (BrokenPipeError, ValueError):
             quiet_stdout()
     os._exit(rc if isinstance(rc, int) else EXIT_USAGE)
@@ -91,4 +92,5 @@ def finish(rc) -> None:
 def quiet_stdout() -> None:
     """Point stdout at /dev/null once a write to it failed, so that the interpreter's flush at exit
     neither fails again nor prints a traceback (the Python docs' recipe for SIGPIPE)."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if sys.stdout is not None:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
