@@ -10,6 +10,7 @@ import gc
 import io
 import json
 import tempfile
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterator
@@ -83,16 +84,34 @@ def _when(text: str) -> datetime:
         return _dparser.isoparse(text)
 
 
-def _shown_timeline(a: dict) -> tuple[list[dict], int]:
+def _shown_timeline(a: dict) -> tuple["_Picked", int]:
+    """The entries of ``a["timeline"]`` report.html's table lists (a context kind only near an incident window),
+    as a :class:`_Picked` view, and how many are left out."""
     near = within((_when(i["window"]["start"]) - NEAR, _when(i["window"]["end"]) + NEAR) for i in a["incidents"])
+    timeline = a["timeline"]
     shown, hidden = [], 0
-    for e in a["timeline"]:
+    for n, e in enumerate(timeline):
         if is_context(e["kind"]):
             if not near(_when(e["at"])):
                 hidden += 1
                 continue
-        shown.append(e)
-    return shown, hidden
+        shown.append(n)
+    return _Picked(timeline, shown), hidden
+
+
+class _Picked:
+    """The entries of ``timeline`` at the indices ``picked``, read as they are iterated (each entry of the
+    analysis's timeline view is made when read: a busy node's table would hold them all)."""
+
+    def __init__(self, timeline, picked: list[int]):
+        self.timeline, self.picked = timeline, picked
+
+    def __len__(self) -> int:
+        return len(self.picked)
+
+    def __iter__(self):
+        timeline = self.timeline
+        return (timeline[n] for n in self.picked)
 
 
 def prepare() -> None:
@@ -219,14 +238,14 @@ JSON_BATCH = 512
 def _json_value(v) -> Iterator[str]:
     """``v`` as compact JSON (``json.dumps(v, default=str, separators=(',', ':'))``, the same text) in pieces:
     a list longer than :data:`JSON_BATCH`, and an object with string keys holding one, item by item."""
-    if isinstance(v, list) and len(v) > JSON_BATCH:
+    if _view(v) or isinstance(v, list) and len(v) > JSON_BATCH:
         yield "["
         for i in range(0, len(v), JSON_BATCH):
             yield ("," if i else "") + ",".join(json.dumps(x, default=str, separators=(",", ":"))
                                                  for x in v[i:i + JSON_BATCH])
         yield "]"
     elif isinstance(v, dict) and all(isinstance(k, str) for k in v) and \
-            any(isinstance(x, (list, dict)) and len(x) > JSON_BATCH for x in v.values()):
+            any(_view(x) or isinstance(x, (list, dict)) and len(x) > JSON_BATCH for x in v.values()):
         yield "{"
         for j, (k, x) in enumerate(v.items()):
             yield ("," if j else "") + json.dumps(k) + ":"
@@ -234,6 +253,12 @@ def _json_value(v) -> Iterator[str]:
         yield "}"
     else:
         yield json.dumps(v, default=str, separators=(",", ":"))
+
+
+def _view(v) -> bool:
+    """Whether ``v`` is a sequence that is neither a list nor text: the analysis's ``timeline[]``, a view whose
+    entries are made as they are read (forensics/findings/entries.py), written as a list."""
+    return isinstance(v, Sequence) and not isinstance(v, (str, bytes, list, tuple))
 
 
 def html_parts(a: dict, flavor: str = "markdown") -> Iterator[str]:

@@ -9,29 +9,55 @@ rewrite below makes a copy (issue 30: a busy node's picture is a megabyte).
 from __future__ import annotations
 
 import html
+import io
 import re
 
 
 def inline(svg: bytes, element_id: str, title: str) -> bytes:
     """``svg`` (matplotlib's SVG document, UTF-8) as an ``<svg id=element_id role="img">`` element titled
     ``title`` (escaped), its ids prefixed with ``element_id`` (its characters outside ``[A-Za-z0-9_-]``
-    dropped), in UTF-8. Raises ``ValueError`` when ``svg`` holds no ``<svg`` element."""
-    svg = svg[svg.index(b"<svg"):]
-    svg = re.sub(rb"<metadata>.*?</metadata>\s*", b"", svg, flags=re.S)
+    dropped), in UTF-8. Raises ``ValueError`` when ``svg`` holds no ``<svg`` element. Each step writes a new
+    document from slices of the last one (:func:`_spliced`), so that no more than two are held at once."""
+    start = svg.index(b"<svg")
+    meta = re.compile(rb"<metadata>.*?</metadata>\s*", flags=re.S).search(svg, start)
+    svg = _spliced(svg, [(0, start, b"")] + ([(meta.start(), meta.end(), b"")] if meta else []))
     p = (re.sub(r"[^A-Za-z0-9_-]", "", element_id) or "chart").encode("ascii")
     svg = _prefix_ids(svg, p)
-    svg = svg.replace(b'xlink:href="#', b'xlink:href="#' + p + b"-").replace(b"url(#", b"url(#" + p + b"-")
+    svg = svg.replace(b'xlink:href="#', b'xlink:href="#' + p + b"-")
+    svg = svg.replace(b"url(#", b"url(#" + p + b"-")
     svg = svg.replace(b"*{stroke-linejoin", b"#" + p + b" *{stroke-linejoin", 1)
     # clip ids hash unrounded bounds, which the layout moves in the last bits between runs: number them
     svg = _number_clips(svg, p)
     m = re.match(rb'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"', svg)
     max_px = round(float(m.group(2)) * 4 / 3) if m else 1000
-    svg = re.sub(rb'width="[\d.]+pt" height="[\d.]+pt"', f'width="100%" style="max-width:{max_px}px;height:auto;'
-                 'display:block"'.encode("ascii"), svg, count=1)
+    size = re.compile(rb'width="[\d.]+pt" height="[\d.]+pt"').search(svg)
     head = svg.index(b">") + 1
+    if size and size.end() > head:  # only the root element's own size
+        size = None
     label = html.escape(title).encode("utf-8")
-    return (svg[:4] + b' id="' + p + b'" role="img" aria-label="' + label + b'"' + svg[4:head]
-            + b"\n <title>" + label + b"</title>" + svg[head:]).strip() + b"\n"
+    end = len(svg)
+    while end > head and svg[end - 1] in b" \t\r\n\x0b\x0c":  # the text's own end, as bytes.strip() found it
+        end -= 1
+    cuts = [(4, 4, b' id="' + p + b'" role="img" aria-label="' + label + b'"')]
+    if size:
+        cuts.append((size.start(), size.end(), f'width="100%" style="max-width:{max_px}px;height:auto;'
+                                               'display:block"'.encode("ascii")))
+    cuts += [(head, head, b"\n <title>" + label + b"</title>"), (end, len(svg), b"\n")]
+    return _spliced(svg, cuts)
+
+
+def _spliced(svg: bytes, cuts: list[tuple[int, int, bytes]]) -> bytes:
+    """``svg`` with each ``(start, end, text)`` of ``cuts`` (in order, not overlapping) put in place of its
+    bytes ``start:end``; written into one buffer from slices of ``svg`` (through a memoryview: no copy of
+    each)."""
+    out, view, pos = io.BytesIO(), memoryview(svg), 0
+    for start, end, text in cuts:
+        out.write(view[pos:start])
+        out.write(text)
+        pos = end
+    out.write(view[pos:])
+    view.release()
+    return out.getvalue()
 
 
 # The two rewrites below do what re.sub(r'\bid="', ...) and re.sub(rf"\b{p}-p[0-9a-f]{{10}}\b", ...) did on
@@ -57,27 +83,38 @@ def _boundary(s: bytes, i: int) -> bool:
 
 
 def _prefix_ids(svg: bytes, p: bytes) -> bytes:
-    """Every ``id="`` that starts a word gets ``p-`` after its quote."""
-    parts = svg.split(b'id="')
-    out = [parts[0]]
-    for prev, part in zip(parts, parts[1:]):  # an empty ``prev`` follows the quote of the id=" before it
-        out.append((b'id="' if prev[-1:] and _word(prev, len(prev) - 1) else b'id="' + p + b"-") + part)
-    return b"".join(out)
+    """Every ``id="`` that starts a word gets ``p-`` after its quote. Written piece by piece into one buffer
+    (slices of ``svg`` through a memoryview, no copy of each), so that the rewrite holds the picture twice at
+    most, not four times (issue 30)."""
+    out, view, pos, mark = io.BytesIO(), memoryview(svg), 0, b'id="'
+    i = svg.find(mark)
+    while i >= 0:
+        j = i + len(mark)
+        out.write(view[pos:j])
+        if not _word(svg, i - 1):  # the id=" is not inside a longer word (``data-id="``, ``xid="``)
+            out.write(p + b"-")
+        pos, i = j, svg.find(mark, j)
+    out.write(view[pos:])
+    view.release()
+    return out.getvalue()
 
 
 _HEX = frozenset(b"0123456789abcdef")
 
 
 def _number_clips(svg: bytes, p: bytes) -> bytes:
-    """Each ``p-p`` + 10 hex digits (a whole word) becomes ``p-clipN``, N in order of first appearance."""
-    key, clips, out, pos = p + b"-p", {}, [], 0
+    """Each ``p-p`` + 10 hex digits (a whole word) becomes ``p-clipN``, N in order of first appearance; written
+    as :func:`_prefix_ids` writes."""
+    key, clips, out, view, pos = p + b"-p", {}, io.BytesIO(), memoryview(svg), 0
     i = svg.find(key)
     while i >= 0:
         j = i + len(key) + 10
         if _boundary(svg, i) and _boundary(svg, j) and len(svg) >= j and _HEX.issuperset(svg[i + len(key):j]):
-            out += [svg[pos:i], clips.setdefault(svg[i:j], p + b"-clip" + str(len(clips)).encode("ascii"))]
+            out.write(view[pos:i])
+            out.write(clips.setdefault(svg[i:j], p + b"-clip" + str(len(clips)).encode("ascii")))
             pos, i = j, svg.find(key, j)
         else:
             i = svg.find(key, i + 1)
-    out.append(svg[pos:])
-    return b"".join(out)
+    out.write(view[pos:])
+    view.release()
+    return out.getvalue()

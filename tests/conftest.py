@@ -48,3 +48,20 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
 _hypothesis_settings.register_profile("gpu-forensics", derandomize=True, database=None)
 _hypothesis_settings.load_profile("gpu-forensics")
+
+
+#: the sample node's reload incident (samples/node3-gpu), local time
+SAMPLE_INCIDENT = "2026-09-02T13:04:58+09:00..2026-09-02T13:05:27+09:00"
+
+
+@pytest.fixture(scope="session")
+def sample_bundle(tmp_path_factory) -> Path:
+    """The sample node collected once with :data:`SAMPLE_INCIDENT` (read, never changed, by the tests that take it)."""
+    import sys
+    sys.path.insert(0, str(PROJECT / "samples"))
+    import build
+    from forensics.ops.cli import SAMPLE_ROOT, main
+    build.ensure_journal()
+    out = tmp_path_factory.mktemp("sample") / "node3"
+    assert main(["-q", "collect", "--root", str(SAMPLE_ROOT), "--out", str(out), "--incident", SAMPLE_INCIDENT]) == 0
+    return out

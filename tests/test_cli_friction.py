@@ -16,14 +16,9 @@ from forensics.ops.cli import SAMPLE_ROOT, main
 INCIDENT = "2026-09-02T13:04:58+09:00..2026-09-02T13:05:27+09:00"
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    sys.path.insert(0, "samples")
-    import build
-    build.ensure_journal()
-    out = tmp_path_factory.mktemp("b") / "node3"
-    assert main(["-q", "collect", "--root", str(SAMPLE_ROOT), "--out", str(out), "--incident", INCIDENT]) == 0
-    return out
+@pytest.fixture
+def bundle(sample_bundle):
+    return sample_bundle
 
 
 def _err_lines(capsys) -> list[str]:

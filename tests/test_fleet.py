@@ -17,6 +17,7 @@ import pytest
 
 import fleetgen
 from forensics.ops import fleet
+from reports import render
 
 N = 50
 
@@ -279,7 +280,7 @@ def test_kube_labels_name_the_pool_through_the_analysis_json(tmp_path):
                          "device_plugin_images": ["nvcr.io/nvidia/k8s-device-plugin:v0.17.1"]}
     assert a["node"] is None  # no manifest node name nor node facts: the Node object's name is the node's
     js = tmp_path / "analysis.json"
-    js.write_text(json.dumps(a))
+    js.write_text(render.to_json(a))
     for path in (b.root, js):
         n = fleet.summarize(path)
         assert (n["node"], n["pool"], n["pool_basis"]) == (NODE_NAME, "gpu-a100", "label eks.amazonaws.com/nodegroup")

@@ -24,6 +24,7 @@ from .headline import _cause_json, by_certainty, causes_checked, headline, verdi
 from .remedy_plan import plan
 from .kernel_lines import mark_duplicates
 from .correlator import correlate, windows_of
+from .entries import Timeline
 from ..events import KINDS, Event
 from ..source import Readings
 from ..timeutil import iso_z, local_iso, parse_iso, within
@@ -85,28 +86,23 @@ def flag_clock_problems(events: list[Event], nf, collection: dict | None) -> Non
                 _flag(e, "duplicate-time")
 
 
-def _timeline_entry(e: Event, tz) -> dict:
-    return {"at": iso_z(e.at), "local": local_iso(e.at, tz), "source": e.source, "kind": e.kind,
-            "summary": e.summary, "attrs": e.attrs, "evidence": e.evidence, "original": e.original,
-            "flags": list(e.flags)}
-
-
 #: context kinds (``KINDS[kind].context``) are kept in ``timeline[]`` only this near an incident window
 #: (the correlator sees all of them; ``gpu-forensics timeline`` prints all of them): one dpkg.log line each
 #: would swamp the JSON
 CONTEXT_MARGIN = timedelta(hours=1)
 
 
-def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[list[dict], dict]:
-    """Timeline entries, and ``{kind: count}`` of context events left out (none when ``full``)."""
+def _timeline(events: list[Event], incidents, tz, full: bool) -> tuple[Timeline, dict]:
+    """Timeline entries (a :class:`~.entries.Timeline` view), and ``{kind: count}`` of context events left out
+    (none when ``full``)."""
     near = within((i.start - CONTEXT_MARGIN, i.end + CONTEXT_MARGIN) for i in incidents)
     out, omitted = [], {}
     for e in events:
         if not full and KINDS[e.kind].context and not near(e.at):
             omitted[e.kind] = omitted.get(e.kind, 0) + 1
             continue
-        out.append(_timeline_entry(e, tz))
-    return out, omitted
+        out.append(e)
+    return Timeline(out, tz), omitted
 
 
 def build(readings: Readings, bundle: Bundle, full_timeline: bool = False) -> dict:

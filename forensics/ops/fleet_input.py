@@ -13,6 +13,7 @@ of key -> spec whose keys ending in ``!`` must be present.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..timeutil import parse_iso
@@ -74,7 +75,8 @@ def problem(value, spec=ANALYSIS, path: str = "") -> str | None:
     if spec == TIME:
         return _time(value, where)
     if isinstance(spec, ListOf):
-        if not isinstance(value, list):
+        # a list, or the timeline view of an analysis made here (forensics/findings/entries.py)
+        if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
             return f"{where}: not a list: {_shown(value)}"
         if len(value) > MAX_ITEMS:
             return f"{where}: {len(value)} items, more than {MAX_ITEMS}"
