@@ -69,7 +69,7 @@ def put(path: Path, parts) -> None:
     except BaseException as e:
         if part != dest:
             part.unlink(missing_ok=True)
-        if isinstance(e, OSError) and e.filename in (None, str(part), str(dest)):
+        if isinstance(e, OSError):  # the report's, whatever file it came from (a spill file beside it)
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 

@@ -167,6 +167,17 @@ _PLACE = "<!--chart: drawn in another process-->"
 SPILL_PIECE = 1 << 18
 
 
+def _spill_file(spill: Path | None):
+    """An unnamed temporary file in the directory ``spill``, or memory when there is none or no file can be
+    made there (a folder that holds the report but takes no new file)."""
+    if spill is not None:
+        try:
+            return tempfile.TemporaryFile("w+b", dir=spill)
+        except OSError:
+            pass
+    return io.BytesIO()
+
+
 def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwhile=None,
                  spill: Path | None = None) -> Iterator[str]:
     """``parts`` with the picture from ``chart.svg_utf8(a)`` where :data:`_PLACE` is; what follows it is
@@ -179,7 +190,7 @@ def _chart_later(parts: Iterator[str], pending: _Pending, chart, a: dict, meanwh
         yield chunk
     else:  # a template without {{ chart }}
         return
-    with (tempfile.TemporaryFile("w+b", dir=spill) if spill is not None else io.BytesIO()) as rest:
+    with _spill_file(spill) as rest:
         piece, size = [], 0
         for chunk in parts:
             piece.append(chunk)

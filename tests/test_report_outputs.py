@@ -173,3 +173,32 @@ def test_report_paths_that_would_clash_or_spoil_the_bundle_are_refused_first(dem
                        text=True, timeout=120)
     assert (p.returncode, p.stderr) == (5, "gpu-forensics: error: /dev/stdout: file descriptor 1 is not open; give "
                                            "--html a file (e.g. /var/tmp/...)\n")
+
+
+def test_reports_in_a_folder_that_takes_no_new_file_are_written_over_in_place(demo, tmp_path):
+    """A folder whose reports exist and may be written, but which takes no new file (mode 0555): no ``.part``
+    can be made there, so each report is written over in place (it was exit 5), and the page's end waits in
+    memory rather than in a spill file there (which left report.html cut at the picture). As root the
+    folder's mode binds only without CAP_DAC_OVERRIDE: the command runs under setpriv without it."""
+    import os
+    names = ("report.html", "report.md", "analysis.json", RULES)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    for n in names:
+        (ro / n).write_text("the last run's\n")
+        (ro / n).chmod(0o666)
+    ro.chmod(0o555)
+    drop = (["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
+            if os.geteuid() == 0 else [])
+    try:
+        p = subprocess.run(drop + [sys.executable, "-m", "forensics.ops.cli", "analyze", str(demo), "--html",
+                                   str(ro / "report.html"), "--markdown", str(ro / "report.md"), "--json",
+                                   str(ro / "analysis.json")], cwd=PROJECT, capture_output=True, text=True,
+                           timeout=300)
+    finally:
+        ro.chmod(0o755)
+    assert p.returncode == 0, p.stderr
+    assert sorted(q.name for q in ro.iterdir()) == sorted(names)
+    assert (ro / "report.html").read_text().rstrip().endswith("</html>")
+    a = json.loads((ro / "analysis.json").read_text())
+    assert (ro / RULES).read_text() == a["metrics"]["alert_audit"]["suggested_rules_yaml"]
