@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
+import warnings
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -97,7 +98,10 @@ def timeline_svg_utf8(a: dict, *, element_id: str = "timeline-chart", width_in: 
     """:func:`timeline_svg` in UTF-8, as matplotlib wrote it: never held as a ``str`` (a busy node's picture
     is a megabyte, and its quotes would make a ``str`` of it two bytes a character). ``ctx``: what
     :func:`_context` made of ``a`` already (then ``a`` needs only its ``node`` and ``collected_at``)."""
-    with io.BytesIO() as buf:
+    with io.BytesIO() as buf, warnings.catch_warnings():
+        # a span its date locator has no interval for (a clock set years off) is drawn with its fallback; the
+        # warning would reach the engineer's terminal when the picture is drawn in-process
+        warnings.filterwarnings("ignore", "AutoDateLocator was unable", UserWarning)
         with matplotlib.rc_context(_RC):
             _figure(a, width_in, ctx).savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
         svg = buf.getvalue()

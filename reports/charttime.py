@@ -9,16 +9,22 @@ from datetime import datetime, timedelta, timezone
 from forensics.excerpt import cut
 
 
+#: the times a picture can hold: its margins and its zones' shifts reach past a date at the ends of Python's
+#: calendar (a dpkg.log line dated 9999-12-31, a clock at year 1: OverflowError while drawing)
+DRAWABLE = (datetime(100, 1, 1, tzinfo=timezone.utc), datetime(9900, 1, 1, tzinfo=timezone.utc))
+
+
 def when(text) -> datetime | None:
-    """``text`` (ISO 8601 with an offset or ``Z``) as an aware UTC datetime; ``None`` for none, or text
-    without a zone or that does not parse."""
+    """``text`` (ISO 8601 with an offset or ``Z``) as an aware UTC datetime; ``None`` for none, for text
+    without a zone or that does not parse, and for a time outside :data:`DRAWABLE` (left out of the picture)."""
     if not text:
         return None
     try:
         dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
+        dt = dt.astimezone(timezone.utc) if dt.tzinfo else None
+    except (ValueError, OverflowError):
         return None
-    return dt.astimezone(timezone.utc) if dt.tzinfo else None
+    return dt if dt is not None and DRAWABLE[0] <= dt < DRAWABLE[1] else None
 
 
 def offset(text) -> timezone:

@@ -288,3 +288,22 @@ def test_markers_closer_than_a_column_are_drawn_once_and_apart_when_the_panel_is
         chart._markers(ax, pts, look, lo, hi)
         xs, ys = ax.lines[-1].get_data()
         assert len(xs) == want and sorted(ys) == ([1] * (want - 1) + [2])
+
+
+@pytest.mark.parametrize("far", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00"])
+def test_a_time_at_the_ends_of_the_calendar_is_left_out_not_a_crash(far):
+    """A line dated 9999-12-31 (or year 1) reached the picture's margins (``lo - pad``) and raised
+    OverflowError while drawing; such a time is left out, like one that does not parse, and the rest is drawn.
+    matplotlib's date locator warning for a span it has no interval for is not passed on (it reached the
+    terminal when the picture was drawn in-process)."""
+    import re
+    import warnings
+    a = {"node": "n", "collected_at": "2026-09-02T05:00:00Z", "timezone": {"name": "UTC", "utc_offset": "+14:00"},
+         "incidents": [{"id": "I1", "window": {"start": "2026-09-02T04:04:58Z", "end": far}}],
+         "gaps": [{"source": "journal", "covers": {"start": far, "end": "2026-09-02T04:05:13Z"}, "reason": "x"}],
+         "timeline": [{"at": "2026-09-02T04:05:13Z", "kind": "journal.reload", "attrs": {}},
+                      {"at": far, "kind": "journal.reload", "attrs": {}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = timeline_svg(a)
+    assert re.findall(r"<!-- (n: all evidence, [^>]*) -->", svg) == ["n: all evidence, 2026-09-02 .. 2026-09-02"]

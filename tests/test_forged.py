@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from journalbuild import build_journal
 from test_hostile_inputs import MACHINE, node_root, run
 from test_journal import T0, analyse, caller, collect, entry, host_with, kinds, pid1, service, stored
 
 from reports import render
+
+#: matplotlib's date locator warned on this span, drawn in-process: it reached the engineer's terminal
+pytestmark = pytest.mark.filterwarnings("error::UserWarning")
 
 S = timedelta(seconds=1)
 FORGED_CALLER = "Reloading requested from client PID 4242 ('systemctl') (unit evil.service)..."
