@@ -29,7 +29,10 @@ def target(path: Path) -> tuple[str, Path, int | None]:
                 continue
             if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
                 return "fd", path, fd
-    end = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        end = Path(os.path.realpath(path)) if path.is_symlink() else path
+    except OSError:  # a name too long, a folder it may not look into: put's own open says so
+        end = path
     if st is not None and not stat.S_ISREG(st.st_mode):
         return "through", end, None
     return "file", end, None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
 import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -321,9 +322,10 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
     _write_reports(a, outs, flavor, chart, errors)
     done = [p for p, _ in outs if p not in errors]
     audit = (a.get("metrics") or {}).get("alert_audit") or {}
-    beside = next((t for t in (target(p) for p in done) if t[0] == "file"), (None, None, None))[1]
-    if audit.get("suggested_rules_yaml") and beside:
-        rules = beside.parent / RULES_FILE
+    beside = next((p for p in done if target(p)[0] == "file"), None)
+    rules = beside.parent / RULES_FILE if beside else None
+    # never over a report of this run (--html gpu-alerts.rules.yml): the report the user named stays
+    if audit.get("suggested_rules_yaml") and rules and not any(_same(rules, p) for p in done):
         try:
             put(rules, [audit["suggested_rules_yaml"]])
             done.append(rules)
@@ -332,6 +334,14 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
     if errors:
         raise WriteFailed(next(iter(errors.values())), done)
     return done
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file (links and ``..`` resolved)."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return False
 
 
 def _write_reports(a: dict, outs: list, flavor: str, chart, errors: dict) -> None:
@@ -365,7 +375,7 @@ def _write_reports(a: dict, outs: list, flavor: str, chart, errors: dict) -> Non
                 if f.name != "html":
                     put_one(path, f.parts()(a, flavor))
         # the page after the picture waits beside the report's file, unless it goes to a stream or a device
-        kind, where, _ = target(html_path)
+        kind, where, _ = target(html_path)  # never raises: a path that cannot be looked at is put's error
         put_one(html_path, _html_parts(a, chart, meanwhile, spill=where.parent if kind == "file" else None))
         if not called:
             meanwhile()

@@ -202,3 +202,45 @@ def test_reports_in_a_folder_that_takes_no_new_file_are_written_over_in_place(de
     assert (ro / "report.html").read_text().rstrip().endswith("</html>")
     a = json.loads((ro / "analysis.json").read_text())
     assert (ro / RULES).read_text() == a["metrics"]["alert_audit"]["suggested_rules_yaml"]
+
+
+def test_a_report_never_takes_the_place_of_the_bundle_or_is_replaced_by_the_rules(demo, tmp_path, capsys):
+    """A second tester: ``--html c.tar.gz`` with ``--out c.tar.gz`` replaced the archive just collected by the
+    page (exit 0); ``--html gpu-alerts.rules.yml`` had the page replaced by the rules (``wrote`` twice)."""
+    out = tmp_path / "c.tar.gz"
+    rc = main(["run", "--root", str(tmp_path), "--out", str(out), "--html", str(out)])
+    assert rc == 2 and capsys.readouterr().err.splitlines() == [
+        f"gpu-forensics: error: --html {out} is the bundle {out}: the report would take its place; give a path "
+        "outside it (the default is beside it, in <bundle>-report/)"]
+    assert list(tmp_path.iterdir()) == []
+    rc = main(["analyze", str(demo), "--html", str(tmp_path / RULES), "--markdown", str(tmp_path / "r.md"), "--json",
+               str(tmp_path / "a.json")])
+    assert rc == 0 and capsys.readouterr().out.splitlines()[-3:] == [
+        f"wrote {tmp_path}/{RULES}", f"wrote {tmp_path}/r.md", f"wrote {tmp_path}/a.json"]
+    assert (tmp_path / RULES).read_text().startswith("<!DOCTYPE html>")
+
+
+def test_an_html_path_that_cannot_be_looked_at_is_one_line_and_run_still_says_where_the_bundle_is(tmp_path):
+    """``--html`` of a name past 255 bytes raised ENAMETOOLONG out of the writer (a traceback, exit 1, no other
+    report); ``run`` with a report it could not write left out the bundle's place and its hash."""
+    from forensics.ops.cli import SAMPLE_ROOT
+    long = tmp_path / ("a" * 251 + ".html")
+    p = _cli("run", "--root", str(SAMPLE_ROOT), "--out", str(tmp_path / "b"), "--html", str(long), "--markdown",
+             str(tmp_path / "r.md"), "--json", str(tmp_path / "a.json"), capture_output=True)
+    err = p.stderr.splitlines()
+    assert p.returncode == 5 and "Traceback" not in p.stderr
+    assert err[-1] == (f"gpu-forensics: error: cannot write the report {long}: File name too long (ENAMETOOLONG); "
+                       "give --html a writable place, e.g. --html /var/tmp/report.html")
+    assert f"bundle: {tmp_path}/b" in p.stdout.splitlines() and "manifest.json sha256: " in p.stdout
+    assert json.loads((tmp_path / "a.json").read_text())["schema"] == "gpu-forensics/analysis/v1"
+
+
+def test_a_page_on_stderr_whose_reader_leaves_ends_quietly(demo, tmp_path):
+    """``--html /dev/stderr 2>&1 >/dev/null | head -c 30``: the reader's close was an unhandled BrokenPipeError
+    ("lost sys.stderr", exit 1)."""
+    p = subprocess.run(f"{sys.executable} -m forensics.ops.cli analyze {demo} --html /dev/stderr --markdown "
+                       f"{tmp_path}/r.md --json {tmp_path}/a.json 2>&1 >/dev/null | head -c 30; "
+                       "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=PROJECT, capture_output=True,
+                       text=True, timeout=300)
+    assert (p.returncode, p.stdout) == (0, "<!DOCTYPE html>\n<html lang=\"en")
+    assert (tmp_path / "r.md").read_text().startswith("## ") and (tmp_path / "a.json").exists()

@@ -146,8 +146,8 @@ def report_flags() -> tuple[str, ...]:
 
 def check_report_paths(args, bundle_path: Path | None) -> None:
     """Before anything is done: a report path under /proc or /sys is refused (:func:`forensics.output.refuse_pseudo`;
-    exit 5); two reports written to one file or stream (a terminal or /dev/null aside), or a report inside the
-    bundle ``bundle_path`` (it would no longer match its manifest; ``None``: not named yet, only the paths given
+    exit 5); two reports written to one file or stream (a terminal or /dev/null aside), or a report that is, or
+    is inside, the bundle ``bundle_path`` (it would no longer match its manifest; ``None``: not named yet, only the paths given
     are compared), are :class:`UsageError` (exit 2)."""
     from reports.formats import FORMATS
     for flag in report_flags():
@@ -156,7 +156,7 @@ def check_report_paths(args, bundle_path: Path | None) -> None:
             refuse_pseudo(given_path(given, "x"), flag)
     paths = report_paths(args, bundle_path or Path("/nonexistent/bundle"))
     seen: dict = {}
-    inside = os.path.realpath(bundle_path) + os.sep if bundle_path else None
+    bundle = os.path.realpath(bundle_path) if bundle_path else None
     for f in FORMATS:
         if bundle_path is None and not getattr(args, f.name, None):
             continue
@@ -171,6 +171,10 @@ def check_report_paths(args, bundle_path: Path | None) -> None:
         if key in seen:
             raise UsageError(f"{seen[key]} and {f.flag} name the same file ({p}); give each report its own")
         seen[key] = f.flag
-        if inside and os.path.realpath(p).startswith(inside):
+        real = os.path.realpath(p)
+        if bundle and real == bundle:  # a .tar.gz bundle, or the folder itself
+            raise UsageError(f"{f.flag} {p} is the bundle {bundle_path}: the report would take its place; give a path "
+                             "outside it (the default is beside it, in <bundle>-report/)")
+        if bundle and real.startswith(bundle + os.sep):
             raise UsageError(f"{f.flag} {p} is inside the bundle {bundle_path}: a file written there makes it no longer "
                              f"match its manifest; give a path outside it (the default is {bundle_path}-report/)")

@@ -214,7 +214,7 @@ def _analyze(bundle_path: Path, args, announce: bool, chart) -> int:
         written = render.write_all(a, paths, getattr(args, "markdown_flavor", FLAVORS[0]), chart=chart)
     except render.WriteFailed as e:  # every other one is written: they are said, then what was not
         _wrote(e.written, announce, human)
-        _write_failed(e.error, paths, human)
+        _write_failed(e.error, paths)
     else:
         _wrote(written, announce, human)
     if not integrity["verified"]:
@@ -231,15 +231,16 @@ def _wrote(written: list[Path], announce: bool, human) -> None:
             print(f"wrote {inert(str(p), newline=False)}", file=human)
 
 
-def _write_failed(e: OSError, paths: dict, human) -> None:
+def _write_failed(e: OSError, paths: dict) -> None:
     """Raise :class:`BundleWriteError` for the report or rules file that :func:`reports.render.write_all` could
     not write (``e``, its ``filename`` the path as given, or a folder made for it), in one line saying what to
     do; nothing when a reader closed the page's stream (``--html /dev/stdout | head``: it has what it wanted)."""
+    from reports.files import target
     from reports.formats import FORMATS
-    from reports.render import RULES_FILE
     from reports.timeline import inert
-    if e.errno == errno.EPIPE and human is sys.stderr:
-        quiet_stdout()
+    stream = target(Path(e.filename))[2] if e.errno == errno.EPIPE and e.filename else None
+    if stream is not None:  # the page's reader left (| head): it has what it wanted
+        quiet_stdout() if stream == 1 else _quiet_stderr()
         return
     bad = Path(e.filename or "")
     named = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), None)
@@ -260,6 +261,11 @@ def _write_failed(e: OSError, paths: dict, human) -> None:
     raise BundleWriteError(f"cannot write the report {inert(str(where), newline=False)}: "
                            f"{inert(why, newline=False)}; give --{name} a writable place, e.g. --{name} "
                            f"/var/tmp/{example}", e.errno)
+
+
+def _quiet_stderr() -> None:
+    """Point stderr at /dev/null once its reader left (a report written there, ``2>&1 >/dev/null | head``)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
 
 
 def _summary(bundle: Path, digest: str, args) -> None:
@@ -431,7 +437,11 @@ def _cmd_run(args, full: list[str], collected: list[Path]) -> int:
             print(f"bundle: {path}\nmanifest.json sha256: {digest}")
             rc2 = EXIT_OK
         else:
-            rc2 = _analyze(path, args, False, chart)
+            try:
+                rc2 = _analyze(path, args, False, chart)
+            except BundleWriteError:  # where the bundle is, and its hash, even when a report could not be written
+                _summary(path, digest, args)
+                raise
             _summary(path, digest, args)
     rc3 = _upload(path, args) if args.upload_url else EXIT_OK
     return max(rc, rc2, rc3)
