@@ -4,9 +4,12 @@ at its place (:func:`target`). Used by :mod:`reports.render` for every report an
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from pathlib import Path
+
+from forensics import output
 
 NAME_MAX = 255  #: bytes of a file name (Linux's file systems): a ``.part`` name is cut to fit
 
@@ -44,12 +47,12 @@ def put(path: Path, parts) -> None:
     they are. Where it goes is :func:`target`'s. A file is written whole or not at all: into
     ``<name>.part`` beside it (created afresh, never through a link), renamed over it once complete and
     removed when writing stops (an error, a signal), so that an interrupted ``run`` never leaves half a report
-    that reads as the whole one; a report replaced keeps its mode. Only where no ``.part`` can be made (a
-    folder the report may not be created in) is an existing report written over in place. ``OSError`` names
-    ``path``."""
+    that reads as the whole one; a report replaced keeps its mode. Where no ``.part`` can be made (a folder
+    the report may not be created in) an existing report is written over in place, once the new one is whole
+    in memory. ``OSError`` names ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     kind, dest, own = target(path)
-    part = dest
+    part: Path | None = dest
     try:
         if own is not None:
             fd = os.dup(own)
@@ -60,28 +63,31 @@ def put(path: Path, parts) -> None:
     except OSError as e:
         raise OSError(e.errno, e.strerror, str(path)) from None
     try:
-        with open(fd, "w", encoding="utf-8", closefd=True) as f:
+        with (io.BytesIO() if part is None else open(fd, "wb", closefd=False)) as out:
             for piece in parts:
-                if isinstance(piece, str):
-                    f.write(piece)
-                else:
-                    f.flush()
-                    f.buffer.write(piece)
-        if part != dest:
+                out.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
+            if part is None:  # in place: the old report stays until the new one is whole
+                os.ftruncate(fd, 0)
+                output.write_all(fd, out.getbuffer())
+        os.close(fd)
+        fd = -1
+        if part is not None and part != dest:
             os.replace(part, dest)
     except BaseException as e:
-        if part != dest:
+        if fd >= 0:
+            os.close(fd)
+        if part is not None and part != dest:
             part.unlink(missing_ok=True)
         if isinstance(e, OSError):  # the report's, whatever file it came from (a spill file beside it)
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 
 
-def _open_part(target: Path) -> tuple[int, Path]:
+def _open_part(target: Path) -> tuple[int, Path | None]:
     """``(fd, part)``: ``<target>.part`` created afresh for :func:`put` (a stale one, or a link someone put
     there, removed first: never written through), with the mode of the ``target`` it will replace; where it
     cannot be created (``EACCES``, ``EPERM``, ``EROFS``) but ``target`` is a regular file, ``target`` itself,
-    opened to be written over (``part`` is then ``target``)."""
+    opened to be written over, and ``None``."""
     name = os.fsencode(target.name)[: NAME_MAX - len(b".part")] + b".part"
     part = target.with_name(os.fsdecode(name))
     try:
@@ -94,7 +100,7 @@ def _open_part(target: Path) -> tuple[int, Path]:
     except OSError as e:
         if old is None or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        return os.open(target, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC), target
+        return os.open(target, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC), None
     if old is not None:
         os.fchmod(fd, old)  # a private report stays private
     return fd, part

@@ -244,3 +244,39 @@ def test_a_page_on_stderr_whose_reader_leaves_ends_quietly(demo, tmp_path):
                        text=True, timeout=300)
     assert (p.returncode, p.stdout) == (0, "<!DOCTYPE html>\n<html lang=\"en")
     assert (tmp_path / "r.md").read_text().startswith("## ") and (tmp_path / "a.json").exists()
+
+
+def test_a_report_written_over_in_place_keeps_the_old_one_until_the_new_one_is_whole(tmp_path):
+    """In a folder that takes no new file the report is written over in place: a stop while it was rendered
+    (SIGTERM at 0.6 s, a second tester) left half a page where the old report was. The page is now held until
+    whole; a stop before that leaves the old report as it was."""
+    import os
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "report.html").write_text("the last run's report\n")
+    (ro / "report.html").chmod(0o666)
+    ro.chmod(0o555)
+    script = ("import sys\n"
+              "from pathlib import Path\n"
+              "from reports.files import put\n"
+              "def pieces(stop):\n"
+              "    yield '<html>first half'\n"
+              "    if stop:\n"
+              "        raise KeyboardInterrupt\n"
+              "    yield b' and the second</html>'\n"
+              "try:\n"
+              "    put(Path(sys.argv[1]), pieces(True))\n"
+              "except KeyboardInterrupt:\n"
+              "    print('stopped')\n"
+              "print(Path(sys.argv[1]).read_text(), end='')\n"
+              "put(Path(sys.argv[1]), pieces(False))\n"
+              "print(Path(sys.argv[1]).read_text())\n")
+    drop = (["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
+            if os.geteuid() == 0 else [])
+    try:
+        p = subprocess.run(drop + [sys.executable, "-c", script, str(ro / "report.html")], cwd=PROJECT,
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        ro.chmod(0o755)
+    assert p.stdout.splitlines() == ["stopped", "the last run's report", "<html>first half and the second</html>"]
+    assert sorted(q.name for q in ro.iterdir()) == ["report.html"]
