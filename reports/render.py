@@ -314,8 +314,8 @@ def write_all(a: dict, paths: dict, flavor: str = "markdown", chart=None) -> lis
     the rest is rendered (without it, it is drawn here). When the alert audit ran, the suggested rules go
     last, as :data:`RULES_FILE` (PrometheusRule-ready; ``promtool check rules`` accepts it), beside the first
     report written as a file of its own: none when every report goes to a stream or a device
-    (``--html /dev/stdout``; report.html holds them too). Each is written (:func:`reports.files.put`) even when one before
-    it could not be; then :class:`WriteFailed` names the first that could not."""
+    (``--html /dev/stdout``; report.html holds them too). Each is written (:func:`reports.files.put`) even
+    when one before it could not be; then :class:`WriteFailed` names the first that could not."""
     from .formats import FORMATS
     outs = [(Path(paths[f.name]), f) for f in FORMATS if paths.get(f.name)]
     errors: dict[Path, OSError] = {}

@@ -110,8 +110,8 @@ def test_the_page_on_stdout_keeps_its_place_and_a_folder_gets_the_default_names(
     log = tmp_path / "log.txt"
     log.write_text("an earlier line\n")
     with open(log, "a") as out:
-        p = _cli("analyze", str(demo), "--html", "-", "--markdown", f"{tmp_path}/o/", "--json", str(tmp_path / "a.json"),
-                 stdout=out, stderr=subprocess.PIPE)
+        p = _cli("analyze", str(demo), "--html", "-", "--markdown", f"{tmp_path}/o/", "--json",
+                 str(tmp_path / "a.json"), stdout=out, stderr=subprocess.PIPE)
     assert p.returncode == 0, p.stderr
     text = log.read_text()
     assert text.startswith("an earlier line\n<!DOCTYPE html>") and text.rstrip().endswith("</html>")
@@ -154,7 +154,8 @@ def test_report_paths_that_would_clash_or_spoil_the_bundle_are_refused_first(dem
     written; one bad report path no longer stops the others; a closed standard output is said so."""
     rc = main(["analyze", str(demo), "--html", str(tmp_path / "same.out"), "--markdown", f"{tmp_path}/./same.out"])
     assert rc == 2 and capsys.readouterr().err.splitlines() == [
-        f"gpu-forensics: error: --html and --markdown name the same file ({tmp_path}/same.out); give each report its own"]
+        f"gpu-forensics: error: --html and --markdown name the same file ({tmp_path}/same.out); give each report "
+        "its own"]
     rc = main(["analyze", str(demo), "--json", str(demo / "a.json")])
     assert rc == 2 and capsys.readouterr().err.splitlines() == [
         f"gpu-forensics: error: --json {demo}/a.json is inside the bundle {demo}: a file written there makes it no "
@@ -167,7 +168,8 @@ def test_report_paths_that_would_clash_or_spoil_the_bundle_are_refused_first(dem
     assert rc == 5 and cap.err.splitlines() == [
         f"gpu-forensics: error: cannot write the report {tmp_path}/f/r.html: {tmp_path}/f is a file, not a folder; "
         "give --html a writable place, e.g. --html /var/tmp/report.html"]
-    assert cap.out.splitlines()[-3:] == [f"wrote {tmp_path}/r.md", f"wrote {tmp_path}/a.json", f"wrote {tmp_path}/{RULES}"]
+    assert cap.out.splitlines()[-3:] == [f"wrote {tmp_path}/r.md", f"wrote {tmp_path}/a.json",
+                                         f"wrote {tmp_path}/{RULES}"]
     p = subprocess.run(f"exec {sys.executable} -m forensics.ops.cli analyze {demo} --html /dev/stdout --markdown "
                        f"{tmp_path}/x.md --json {tmp_path}/x.json >&-", shell=True, cwd=PROJECT, capture_output=True,
                        text=True, timeout=120)

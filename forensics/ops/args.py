@@ -145,10 +145,10 @@ def report_flags() -> tuple[str, ...]:
 
 
 def check_report_paths(args, bundle_path: Path | None) -> None:
-    """Before anything is done: a report path under /proc or /sys is refused (:func:`forensics.output.refuse_pseudo`;
-    exit 5); two reports written to one file or stream (a terminal or /dev/null aside), or a report that is, or
-    is inside, the bundle ``bundle_path`` (it would no longer match its manifest; ``None``: not named yet, only the paths given
-    are compared), are :class:`UsageError` (exit 2)."""
+    """Before anything is done: a report path under /proc or /sys is refused
+    (:func:`forensics.output.refuse_pseudo`; exit 5); two reports written to one file or stream (a terminal or
+    /dev/null aside), or a report that is, or is inside, the bundle ``bundle_path`` (it would no longer match
+    its manifest; ``None``: not named yet, only the paths given are compared), are :class:`UsageError` (exit 2)."""
     from reports.formats import FORMATS
     for flag in report_flags():
         given = getattr(args, flag[2:], None)
@@ -176,5 +176,5 @@ def check_report_paths(args, bundle_path: Path | None) -> None:
             raise UsageError(f"{f.flag} {p} is the bundle {bundle_path}: the report would take its place; give a path "
                              "outside it (the default is beside it, in <bundle>-report/)")
         if bundle and real.startswith(bundle + os.sep):
-            raise UsageError(f"{f.flag} {p} is inside the bundle {bundle_path}: a file written there makes it no longer "
-                             f"match its manifest; give a path outside it (the default is {bundle_path}-report/)")
+            raise UsageError(f"{f.flag} {p} is inside the bundle {bundle_path}: a file written there makes it no "
+                             f"longer match its manifest; give a path outside it (the default is {bundle_path}-report/)")

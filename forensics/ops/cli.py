@@ -30,7 +30,8 @@ from .args import (TIMES_HELP, analyze_args, check_report_paths, collect_args, e
                    upload_args)
 from . import say
 from .exits import (EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_WRITE, Interrupted,
-                    Unavailable, UsageError, finish, missing_report_libs, need_reports, quiet_stdout, stopped_by)
+                    Unavailable, UsageError, finish, missing_report_libs, need_reports, quiet_stderr, quiet_stdout,
+                    stopped_by)
 from .verify import cmd_verify, integrity_of as _integrity
 from .when import NodeClock, join_negative_times, read_times, resolve_incident
 
@@ -240,7 +241,7 @@ def _write_failed(e: OSError, paths: dict) -> None:
     from reports.timeline import inert
     stream = target(Path(e.filename))[2] if e.errno == errno.EPIPE and e.filename else None
     if stream is not None:  # the page's reader left (| head): it has what it wanted
-        quiet_stdout() if stream == 1 else _quiet_stderr()
+        quiet_stdout() if stream == 1 else quiet_stderr()
         return
     bad = Path(e.filename or "")
     named = next(((n, p) for n, p in paths.items() if bad in (p, *p.parents)), None)
@@ -261,11 +262,6 @@ def _write_failed(e: OSError, paths: dict) -> None:
     raise BundleWriteError(f"cannot write the report {inert(str(where), newline=False)}: "
                            f"{inert(why, newline=False)}; give --{name} a writable place, e.g. --{name} "
                            f"/var/tmp/{example}", e.errno)
-
-
-def _quiet_stderr() -> None:
-    """Point stderr at /dev/null once its reader left (a report written there, ``2>&1 >/dev/null | head``)."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
 
 
 def _summary(bundle: Path, digest: str, args) -> None:
@@ -289,7 +285,7 @@ def _upload(bundle: Path, args) -> int:
         archive = bundle.with_name(bundle.name + ".tar.gz")
         with tarfile.open(archive, "w:gz") as tf:
             tf.add(bundle, arcname=bundle.name)
-    files = [archive] + [p for p in report_paths(args, bundle).values() if p.exists()]
+    files = [archive] + [p for p in report_paths(args, bundle).values() if p.is_file()]  # not a pipe (--html -)
     try:
         recs = upload(args.upload_url, files, method=args.upload_method.upper(), auth_header_env=args.upload_auth_env,
                       auth_header_file=Path(args.upload_auth_file) if args.upload_auth_file else None,

@@ -24,4 +24,6 @@ def entry() -> None:
         stopped = e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
         print(f"gpu-forensics: interrupted by {stopped.name} while starting; nothing was written", file=sys.stderr)
         rc = 128 + stopped.signum
+    for s in (signal.SIGTERM, signal.SIGHUP):  # past main: a signal now ends the process as it would have
+        signal.signal(s, signal.SIG_DFL)
     finish(rc)

@@ -94,3 +94,8 @@ def quiet_stdout() -> None:
     neither fails again nor prints a traceback (the Python docs' recipe for SIGPIPE)."""
     if sys.stdout is not None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def quiet_stderr() -> None:
+    """Point stderr at /dev/null once its reader left (a report written there, ``2>&1 >/dev/null | head``)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
