@@ -23,7 +23,7 @@ import shlex
 import subprocess
 from datetime import datetime, timezone
 
-from forensics import debstatus, hostfs
+from forensics import debstatus, hostfs, rpmdb
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.engines import ENGINES
@@ -69,8 +69,9 @@ def acquire(ctx: CollectContext) -> None:
     except (OSError, ValueError, OverflowError):  # a btime past year 9999 (a corrupt copy of /proc/stat)
         facts.boot_time = None
     facts.utc_offset = datetime.now(timezone.utc).astimezone(zone_rules).strftime("%z") if zone_rules else None
-    facts.package_versions = _dpkg_versions(ctx)
-    facts.systemd_version, facts.systemd_version_basis = _systemd_version(ctx, facts.package_versions)
+    facts.package_versions, facts.package_db = _package_versions(ctx)
+    facts.systemd_version, facts.systemd_version_basis = _systemd_version(ctx, facts.package_versions,
+                                                                          facts.package_db)
 
 
 def _first_line(ctx: CollectContext, path: str) -> str | None:
@@ -153,13 +154,22 @@ def _sysconfig_zone(ctx: CollectContext) -> str | None:
     return _zone_key(m.group(1)) if m else None
 
 
-def _dpkg_versions(ctx: CollectContext) -> dict:
-    """Installed versions of :data:`VERSIONED` packages, streamed from /var/lib/dpkg/status, which is
-    also stored whole (bounded) as ``node/dpkg-status``."""
+#: where the node collector keeps the versioned packages' rpm headers (a node without dpkg: RHEL, Fedora, SUSE)
+RPM_COPY = "node/rpm-packages.json"
+
+
+def _package_versions(ctx: CollectContext) -> tuple[dict, str | None]:
+    """``({package: version}, the database read)`` of the installed :data:`VERSIONED` packages: from
+    /var/lib/dpkg/status, which is also stored whole (bounded) as ``node/dpkg-status``; on a node without it,
+    from rpm's database (:mod:`forensics.rpmdb`; ``[epoch:]version-release``), their headers stored as
+    :data:`RPM_COPY` (the database's own absence or trouble is the nvidia_host collector's record)."""
     art = ctx.writer.copy(ctx.root, debstatus.PATH, debstatus.COPY, limit=debstatus.LIMIT)
-    if art.status not in (Status.COLLECTED, Status.TRUNCATED):
-        return {}
-    return parse_dpkg_status(ctx.writer.dir / art.path)
+    if art.status in (Status.COLLECTED, Status.TRUNCATED):
+        return parse_dpkg_status(ctx.writer.dir / art.path), debstatus.PATH
+    if art.status is not Status.ABSENT:
+        return {}, None
+    got, packages = rpmdb.collect(ctx, VERSIONED.__contains__, RPM_COPY, len(VERSIONED) * 4, record=False)
+    return (rpmdb.versions(packages), got["source"]) if packages is not None else ({}, None)
 
 
 #: the package states (the last word of dpkg's ``Status:``) whose version is the one installed: configured, or
@@ -189,7 +199,7 @@ def parse_dpkg_status(path) -> dict:
     return out
 
 
-def _systemd_version(ctx: CollectContext, versions: dict) -> tuple[str | None, str | None]:
+def _systemd_version(ctx: CollectContext, versions: dict, db: str | None) -> tuple[str | None, str | None]:
     if ctx.live:
         argv = ["systemctl", "--version"]
         try:
@@ -203,7 +213,7 @@ def _systemd_version(ctx: CollectContext, versions: dict) -> tuple[str | None, s
             if m:
                 return (m.group(2) or m.group(1)), "systemctl --version"
     if "systemd" in versions:
-        return versions["systemd"], debstatus.PATH
+        return versions["systemd"], db
     return None, None
 
 

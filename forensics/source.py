@@ -139,8 +139,9 @@ class HostFacts:
     the pipeline before any collector runs); ``tz_name`` the IANA zone and ``tz_source`` where it came
     from (which file said the name, and which TZif gave the rules; bundles before it said ``tz_basis``);
     ``boot_time`` ISO UTC (/proc/stat btime); ``utc_offset`` ``"+0900"`` at collection time;
-    ``package_versions`` ``{dpkg package: version}``; ``systemd_version`` and its ``_basis`` (which
-    command or file said so). None: not known."""
+    ``package_versions`` ``{package: version}`` and ``package_db``, the database that said them (dpkg's status
+    file, or rpm's database on a node without dpkg); ``systemd_version`` and its ``_basis`` (which command or
+    file said so). None: not known."""
 
     hostname_override: str | None = None
     hostname: str | None = None
@@ -151,6 +152,7 @@ class HostFacts:
     boot_time: str | None = None
     utc_offset: str | None = None
     package_versions: dict[str, str] = field(default_factory=dict)
+    package_db: str | None = None
     systemd_version: str | None = None
     systemd_version_basis: str | None = None
 

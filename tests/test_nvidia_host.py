@@ -467,21 +467,27 @@ def rpm_package(top: Path, name: str, version: str, release: str, epoch: int | N
     return next(top.glob(f"RPMS/*/{name}-{version}-*.rpm"))
 
 
+def rpm_db(root: Path, build: Path, packages: list[tuple]) -> Path:
+    """RHEL 9's ``/var/lib/rpm`` under ``root``: a real rpmdb.sqlite holding ``packages`` (``(name, version,
+    release[, epoch])``, each built by rpmbuild and entered with ``rpm --justdb``); returns its folder."""
+    db = root / "var/lib/rpm"
+    db.mkdir(parents=True)
+    rpms = [rpm_package(build, *p) for p in packages]
+    rpm = ["rpm", "--dbpath", str(db), "--define", "_db_backend sqlite"]
+    subprocess.run(rpm + ["--initdb"], check=True)
+    subprocess.run(rpm + ["-i", "--justdb", "--nodeps", "--noscripts", "--ignorearch", *map(str, rpms)],
+                   check=True, capture_output=True)
+    return db
+
+
 def test_rpm_sqlite_database_read_read_only(tmp_path):
     """A real rpmdb.sqlite written by rpm 4.18 (RHEL 9's layout under /var/lib/rpm), read immutable: the
     NVIDIA headers come out, the others do not, and not one byte of the database files changes."""
     from test_readonly import snapshot
     root = tmp_path / "root"
-    db = root / "var/lib/rpm"
-    db.mkdir(parents=True)
-    build = tmp_path / "rpmbuild"
-    rpms = [rpm_package(build, "nvidia-driver-cuda-libs", "550.54.15", "1.el9", epoch=3),
-            rpm_package(build, "kmod-nvidia-open-dkms", "550.54.15", "1.el9"),
-            rpm_package(build, "bash", "5.1.8", "9.el9")]
-    rpm = ["rpm", "--dbpath", str(db), "--define", "_db_backend sqlite"]
-    subprocess.run(rpm + ["--initdb"], check=True)
-    subprocess.run(rpm + ["-i", "--justdb", "--nodeps", "--noscripts", "--ignorearch", *map(str, rpms)],
-                   check=True, capture_output=True)
+    db = rpm_db(root, tmp_path / "rpmbuild", [("nvidia-driver-cuda-libs", "550.54.15", "1.el9", 3),
+                                              ("kmod-nvidia-open-dkms", "550.54.15", "1.el9"),
+                                              ("bash", "5.1.8", "9.el9")])
     before = snapshot(db)
     b = collect(root, tmp_path / "b")
     assert snapshot(db) == before

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 
-from forensics import debstatus
+from forensics import debstatus, rpmdb
 from forensics.artifact import Artifact, Status
 from forensics.bundle import Bundle
 from forensics.events import NodeFacts
@@ -170,7 +170,7 @@ def _packages(bundle, facts, outcome) -> dict:
     rpm = facts.get("rpm") or {}
     rpm_list = _stored(bundle, outcome, rpm.get("source") or "", json.loads) if rpm.get("source") else None
     if isinstance(rpm_list, list):
-        installed.update(userspace.rpm_versions(rpm_list))
+        installed.update(rpmdb.versions(rpm_list))
         sources.append(rpm["source"])
     return {"packages": installed if sources else None, "packages_other": other if sources else None,
             "packages_source": sources}

@@ -177,16 +177,18 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
 def _versions(ctx: CollectContext) -> dict:
     """``{key: {"version", "basis"}}`` of :func:`versioned`, each asked of its command on a live node, else
     (or where it does not answer) dpkg's (``ctx.node``); systemd's from the node facts."""
-    pv = ctx.node.package_versions or {}
-    out = {k: _command(ctx, list(v.argv), v.pattern) or _pkg_version(pv, v.packages) for k, v in versioned().items()}
+    pv, db = ctx.node.package_versions or {}, ctx.node.package_db
+    out = {k: _command(ctx, list(v.argv), v.pattern) or _pkg_version(pv, v.packages, db)
+           for k, v in versioned().items()}
     return {**out, "systemd": {"version": ctx.node.systemd_version, "basis": ctx.node.systemd_version_basis}}
 
 
-def _pkg_version(pv: dict, packages: tuple[str, ...]) -> dict:
-    """``{"version", "basis"}`` from the node's dpkg package versions (collectors/node.py): the first of
-    ``packages`` installed."""
+def _pkg_version(pv: dict, packages: tuple[str, ...], db: str | None) -> dict:
+    """``{"version", "basis"}`` from the node's package versions (collectors/node.py) as the database ``db``
+    said them (dpkg's status file, or rpm's database; None: older bundles, dpkg's): the first of ``packages``
+    installed."""
     n = next((n for n in packages if pv.get(n)), None)
-    return {"version": pv.get(n), "basis": f"/var/lib/dpkg/status ({n})" if n else None}
+    return {"version": pv.get(n), "basis": f"{db or debstatus.PATH} ({n})" if n else None}
 
 
 def _command(ctx, argv: list[str], pattern: str) -> dict | None:
@@ -268,10 +270,11 @@ def _stored_versions(bundle: Bundle, facts: dict, node: NodeFacts) -> dict:
     """The runtime components' versions the collector read, else the package versions of the node facts,
     else (systemd) the node's own."""
     versions = facts.get("versions") or {}
-    pv = (bundle.manifest.get("node_facts") or {}).get("package_versions") or {}
+    nf = bundle.manifest.get("node_facts") or {}
+    pv = nf.get("package_versions") or {}
     for key, v in versioned().items():
         if not (versions.get(key) or {}).get("version"):
-            versions[key] = _pkg_version(pv, v.packages)
+            versions[key] = _pkg_version(pv, v.packages, nf.get("package_db"))
     _unfinished(bundle, versions)
     if not (versions.get("systemd") or {}).get("version"):
         versions["systemd"] = {"version": node.systemd_version, "basis": "node facts" if node.systemd_version else None}
