@@ -46,10 +46,10 @@ def inline(svg: bytes, element_id: str, title: str) -> bytes:
     return _spliced(svg, cuts)
 
 
-def _spliced(svg: bytes, cuts: list[tuple[int, int, bytes]]) -> bytes:
-    """``svg`` with each ``(start, end, text)`` of ``cuts`` (in order, not overlapping) put in place of its
-    bytes ``start:end``; written into one buffer from slices of ``svg`` (through a memoryview: no copy of
-    each)."""
+def _spliced(svg: bytes, cuts) -> bytes:
+    """``svg`` with each ``(start, end, text)`` of ``cuts`` (an iterable, in order, not overlapping) put in place
+    of its bytes ``start:end``; written into one buffer from slices of ``svg`` (through a memoryview: no copy of
+    each), so that a rewrite holds the picture twice at most, not four times (issue 30)."""
     out, view, pos = io.BytesIO(), memoryview(svg), 0
     for start, end, text in cuts:
         out.write(view[pos:start])
@@ -83,38 +83,32 @@ def _boundary(s: bytes, i: int) -> bool:
 
 
 def _prefix_ids(svg: bytes, p: bytes) -> bytes:
-    """Every ``id="`` that starts a word gets ``p-`` after its quote. Written piece by piece into one buffer
-    (slices of ``svg`` through a memoryview, no copy of each), so that the rewrite holds the picture twice at
-    most, not four times (issue 30)."""
-    out, view, pos, mark = io.BytesIO(), memoryview(svg), 0, b'id="'
-    i = svg.find(mark)
-    while i >= 0:
-        j = i + len(mark)
-        out.write(view[pos:j])
-        if not _word(svg, i - 1):  # the id=" is not inside a longer word (``data-id="``, ``xid="``)
-            out.write(p + b"-")
-        pos, i = j, svg.find(mark, j)
-    out.write(view[pos:])
-    view.release()
-    return out.getvalue()
+    """Every ``id="`` that starts a word gets ``p-`` after its quote (:func:`_spliced`)."""
+    def cuts():
+        mark = b'id="'
+        i = svg.find(mark)
+        while i >= 0:
+            j = i + len(mark)
+            if not _word(svg, i - 1):  # the id=" is not inside a longer word (``data-id="``, ``xid="``)
+                yield j, j, p + b"-"
+            i = svg.find(mark, j)
+    return _spliced(svg, cuts())
 
 
 _HEX = frozenset(b"0123456789abcdef")
 
 
 def _number_clips(svg: bytes, p: bytes) -> bytes:
-    """Each ``p-p`` + 10 hex digits (a whole word) becomes ``p-clipN``, N in order of first appearance; written
-    as :func:`_prefix_ids` writes."""
-    key, clips, out, view, pos = p + b"-p", {}, io.BytesIO(), memoryview(svg), 0
-    i = svg.find(key)
-    while i >= 0:
-        j = i + len(key) + 10
-        if _boundary(svg, i) and _boundary(svg, j) and len(svg) >= j and _HEX.issuperset(svg[i + len(key):j]):
-            out.write(view[pos:i])
-            out.write(clips.setdefault(svg[i:j], p + b"-clip" + str(len(clips)).encode("ascii")))
-            pos, i = j, svg.find(key, j)
-        else:
-            i = svg.find(key, i + 1)
-    out.write(view[pos:])
-    view.release()
-    return out.getvalue()
+    """Each ``p-p`` + 10 hex digits (a whole word) becomes ``p-clipN``, N in order of first appearance
+    (:func:`_spliced`)."""
+    def cuts():
+        key, clips = p + b"-p", {}
+        i = svg.find(key)
+        while i >= 0:
+            j = i + len(key) + 10
+            if _boundary(svg, i) and _boundary(svg, j) and len(svg) >= j and _HEX.issuperset(svg[i + len(key):j]):
+                yield i, j, clips.setdefault(svg[i:j], p + b"-clip" + str(len(clips)).encode("ascii"))
+                i = svg.find(key, j)
+            else:
+                i = svg.find(key, i + 1)
+    return _spliced(svg, cuts())
