@@ -44,7 +44,8 @@ def nvidia_package(name: str) -> bool:
 def acquire(ctx) -> dict:
     """List the library directories, keep the NVIDIA stanzas of dpkg's status file and the NVIDIA headers of
     the rpm database. Returns ``{"libraries": {dir: {"status", "errno", "names": [matching names]}},
-    "rpm": {"status", "source", "packages": [...]} }`` (the dpkg stanzas are a stored file)."""
+    "dpkg": {"status", "stanzas"}, "rpm": {"status", "source", "packages": count}}`` (the stanzas and the headers
+    are stored files)."""
     return {"libraries": {d: _libraries(ctx, d) for d in LIB_DIRS}, "dpkg": _dpkg(ctx),
             "rpm": rpmdb.collect(ctx, nvidia_package, f"{REL}/rpm-packages.json", MAX_PACKAGES)[0]}
 

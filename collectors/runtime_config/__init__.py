@@ -176,7 +176,8 @@ def _acquire_dirs(ctx, dirs: list[str], suffixes: tuple[str, ...]) -> list[dict]
 
 def _versions(ctx: CollectContext) -> dict:
     """``{key: {"version", "basis"}}`` of :func:`versioned`, each asked of its command on a live node, else
-    (or where it does not answer) dpkg's (``ctx.node``); systemd's from the node facts."""
+    (or where it does not answer) the node's package database's (``ctx.node``: dpkg's, or rpm's on a node
+    without dpkg); systemd's from the node facts."""
     pv, db = ctx.node.package_versions or {}, ctx.node.package_db
     out = {k: _command(ctx, list(v.argv), v.pattern) or _pkg_version(pv, v.packages, db)
            for k, v in versioned().items()}
