@@ -149,6 +149,9 @@ def leftover(dir_: Path) -> str:
     if _alive(m.get("pid")):
         return (f"{dir_} is being written by another collection (pid {m['pid']}, started {m.get('started', '?')}); "
                 "wait for it to finish or choose another --out")
+    if not m and not os.path.lexists(dir_):  # gone while it was looked at: the other collection finished with it
+        return (f"{dir_} was being written by another collection, which finished meanwhile (its bundle is at this "
+                "--out); choose another --out")
     why = f" ({m['reason']})" if m.get("reason") else ""
     return (f"{dir_} is left from a collection that did not finish{why}: it is a partial bundle, kept as evidence; "
             "move it away (or delete it) to reuse this --out, or choose another --out")

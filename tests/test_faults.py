@@ -139,6 +139,21 @@ def test_a_leftover_incomplete_is_explained(tmp_path):
     assert "move it away" in p.stderr and "Errno" not in p.stderr
 
 
+def test_a_claim_gone_while_it_is_looked_at_is_the_other_collection_finishing(tmp_path):
+    """Two collections racing on one --out (a fresh clone's CI): the loser found ``b.incomplete``, and the winner
+    had archived and removed it before its marker was read, so the loser said "left from a collection that did
+    not finish" of a collection that had finished."""
+    import threading
+    from forensics.output import leftover
+    claimed = tmp_path / "b.incomplete"
+    claimed.mkdir()  # claimed (mkdir), its marker not written yet; then archived and removed
+    threading.Timer(0.3, claimed.rmdir).start()
+    assert leftover(claimed) == (f"{claimed} was being written by another collection, which finished meanwhile "
+                                 "(its bundle is at this --out); choose another --out")
+    claimed.mkdir()  # a claim that stays without a marker is a leftover, as before
+    assert leftover(claimed).startswith(f"{claimed} is left from a collection that did not finish: ")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_gives_one_line_and_keeps_the_partial_bundle_marked(tmp_path, sig):
     out = tmp_path / "b"
